@@ -1,0 +1,163 @@
+// The POSIX Env: the only place where file system errno values become absl::Status.
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/posix_error.h"
+#include "umap/env.h"
+
+namespace umap {
+namespace {
+
+class PosixFile final : public File {
+ public:
+  PosixFile(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+  ~PosixFile() override { ::close(fd_); }
+
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, absl::Span<char> dst) override {
+    size_t done = 0;
+    // Short reads and EINTR are retried here, once for every caller; a 0 return is EOF.
+    while (done < dst.size()) {
+      ssize_t r = ::pread(fd_, dst.data() + done, dst.size() - done,
+                          static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(errno, absl::StrCat("pread ", name_, " at ", offset + done));
+      }
+      if (r == 0) break;
+      done += static_cast<size_t>(r);
+    }
+    return done;
+  }
+
+  absl::Status WriteAt(uint64_t offset, absl::Span<const char> src) override {
+    size_t done = 0;
+    while (done < src.size()) {
+      ssize_t r = ::pwrite(fd_, src.data() + done, src.size() - done,
+                           static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(errno, absl::StrCat("pwrite ", name_, " at ", offset + done));
+      }
+      if (r == 0) return PosixError(EIO, absl::StrCat("pwrite ", name_, " wrote nothing"));
+      done += static_cast<size_t>(r);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Sync() override {
+    if (::fdatasync(fd_) != 0) return PosixError(errno, absl::StrCat("fdatasync ", name_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<uint64_t> Size() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return PosixError(errno, absl::StrCat("fstat ", name_));
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  absl::StatusOr<FileIdentity> Identify() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return PosixError(errno, absl::StrCat("fstat ", name_));
+    FileIdentity id;
+    id.path = FdPath(fd_);
+    id.device = static_cast<uint64_t>(st.st_dev);
+    id.inode = static_cast<uint64_t>(st.st_ino);
+    id.size = static_cast<uint64_t>(st.st_size);
+    return id;
+  }
+
+  int fd() const override { return fd_; }
+  const std::string& name() const override { return name_; }
+
+  static std::string FdPath(int fd) {
+    char link[64];
+    char buf[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = ::readlink(link, buf, sizeof(buf) - 1);
+    if (n <= 0) return std::string();
+    return std::string(buf, static_cast<size_t>(n));
+  }
+
+ private:
+  const int fd_;
+  const std::string name_;
+};
+
+class PosixEnv final : public Env {
+ public:
+  absl::StatusOr<std::unique_ptr<File>> OpenFile(const std::string& path,
+                                                 OpenMode mode) override {
+    int flags = (mode == OpenMode::kReadWrite ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+    int fd = ::open(path.c_str(), flags);
+    if (fd < 0) return PosixError(errno, absl::StrCat("open ", path));
+    return std::unique_ptr<File>(new PosixFile(fd, path));
+  }
+
+  absl::StatusOr<std::unique_ptr<File>> AdoptFd(int fd, OpenMode mode) override {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0) return PosixError(errno, absl::StrCat("fcntl(F_GETFL) fd ", fd));
+    int acc = flags & O_ACCMODE;
+    if (mode == OpenMode::kReadWrite && acc != O_RDWR) {
+      return PosixError(EACCES, absl::StrCat("fd ", fd, " is not open for reading and writing"));
+    }
+    if (acc == O_WRONLY) {
+      return PosixError(EACCES, absl::StrCat("fd ", fd, " is open write-only"));
+    }
+    int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) return PosixError(errno, absl::StrCat("dup fd ", fd));
+    std::string name = PosixFile::FdPath(dup);
+    if (name.empty()) name = absl::StrCat("fd:", fd);
+    return std::unique_ptr<File>(new PosixFile(dup, std::move(name)));
+  }
+
+  absl::Status CreateDir(const std::string& path, mode_t mode) override {
+    if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+      return PosixError(errno, absl::StrCat("mkdir ", path));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SyncDir(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return PosixError(errno, absl::StrCat("open dir ", path));
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0) return PosixError(err, absl::StrCat("fsync dir ", path));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<FileIdentity> IdentifyPath(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return PosixError(errno, absl::StrCat("stat ", path));
+    char buf[PATH_MAX];
+    FileIdentity id;
+    id.path = ::realpath(path.c_str(), buf) ? std::string(buf) : path;
+    id.device = static_cast<uint64_t>(st.st_dev);
+    id.inode = static_cast<uint64_t>(st.st_ino);
+    id.size = static_cast<uint64_t>(st.st_size);
+    return id;
+  }
+
+  uint64_t NowMicros() override {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();
+  return env;
+}
+
+}  // namespace umap

@@ -1,0 +1,106 @@
+// Env: the one interface that carries every byte between Umap and a mapped file.
+//
+// All file system calls of the runtime, journal applies and recovery go through an Env
+// (POSIX implementation in base/env_posix.cc). Fault injection (faultinject/) wraps an Env
+// with EnvWrapper and overrides only what it breaks, so tests run the production code.
+//
+// Durability, in plain words:
+//   File::WriteAt  -- the bytes are handed to the OS (or the DFS client). A crash of the
+//                     process keeps them; a node crash or DFS client loss may drop them.
+//   File::Sync     -- fdatasync: when it returns OK, every byte written before it survives a
+//                     node crash. A failed Sync poisons nothing in the file object, but the
+//                     caller must treat every unsynced byte as lost (never retry a failed
+//                     fsync and assume success: the kernel may have dropped dirty pages).
+// Thread safety: File methods may be called concurrently from several threads.
+#ifndef UMAP_ENV_H_
+#define UMAP_ENV_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace umap {
+
+// Who a file is: recovery refuses to write into a file whose identity changed.
+struct FileIdentity {
+  std::string path;     // absolute path when known (from /proc/self/fd), else empty
+  uint64_t device = 0;  // st_dev
+  uint64_t inode = 0;   // st_ino
+  uint64_t size = 0;    // st_size at the time of the query
+  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+};
+
+enum class OpenMode { kReadOnly, kReadWrite };
+
+class File {
+ public:
+  virtual ~File() = default;
+
+  // Reads up to dst.size() bytes at `offset`; returns the count. Short only at end of file.
+  // Retries EINTR and short reads internally. Errors: kUnavailable (EIO, ENOTCONN, ...).
+  virtual absl::StatusOr<size_t> ReadAt(uint64_t offset, absl::Span<char> dst) = 0;
+  // Writes all of src at `offset` or returns an error (ENOSPC -> kResourceExhausted).
+  virtual absl::Status WriteAt(uint64_t offset, absl::Span<const char> src) = 0;
+  // fdatasync. See the header comment for what a failure means.
+  virtual absl::Status Sync() = 0;
+  virtual absl::StatusOr<uint64_t> Size() = 0;
+  virtual absl::StatusOr<FileIdentity> Identify() = 0;
+  // The OS descriptor for io_uring submission, or -1 when the file has none (memory env).
+  virtual int fd() const { return -1; }
+  // The name used in error messages.
+  virtual const std::string& name() const = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The process-wide POSIX Env. Never deleted.
+  static Env* Default();
+
+  virtual absl::StatusOr<std::unique_ptr<File>> OpenFile(const std::string& path,
+                                                         OpenMode mode) = 0;
+  // Wraps a duplicate of `fd` (the caller keeps its own descriptor).
+  virtual absl::StatusOr<std::unique_ptr<File>> AdoptFd(int fd, OpenMode mode) = 0;
+  virtual absl::Status CreateDir(const std::string& path, mode_t mode) = 0;
+  virtual absl::Status SyncDir(const std::string& path) = 0;
+  virtual absl::StatusOr<FileIdentity> IdentifyPath(const std::string& path) = 0;
+  virtual uint64_t NowMicros() = 0;
+};
+
+// Forwards every call to a target Env. Fault wrappers derive from it and override only
+// what they break. Add the forwarder in the same change as any new Env method.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  absl::StatusOr<std::unique_ptr<File>> OpenFile(const std::string& path,
+                                                 OpenMode mode) override {
+    return target_->OpenFile(path, mode);
+  }
+  absl::StatusOr<std::unique_ptr<File>> AdoptFd(int fd, OpenMode mode) override {
+    return target_->AdoptFd(fd, mode);
+  }
+  absl::Status CreateDir(const std::string& path, mode_t mode) override {
+    return target_->CreateDir(path, mode);
+  }
+  absl::Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  absl::StatusOr<FileIdentity> IdentifyPath(const std::string& path) override {
+    return target_->IdentifyPath(path);
+  }
+  uint64_t NowMicros() override { return target_->NowMicros(); }
+
+ private:
+  Env* const target_;
+};
+
+}  // namespace umap
+
+#endif  // UMAP_ENV_H_

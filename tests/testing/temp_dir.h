@@ -1,0 +1,35 @@
+// A fresh directory under $TMPDIR (default /tmp) removed with everything in it at scope exit.
+#ifndef UMAP_TESTS_TESTING_TEMP_DIR_H_
+#define UMAP_TESTS_TESTING_TEMP_DIR_H_
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace umap::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base ? base : "/tmp") + "/umap-test-XXXXXX";
+    char* p = ::mkdtemp(tmpl.data());
+    path_ = p ? std::string(p) : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace umap::testing
+
+#endif  // UMAP_TESTS_TESTING_TEMP_DIR_H_
