@@ -1,0 +1,150 @@
+// Crash points: named places in shipped code where the chaos harness may kill the process.
+//
+//   UMAP_CRASH_POINT("journal.after_commit");
+//
+// Disarmed (always, unless a harness armed one), a crash point costs one relaxed load of a
+// global std::atomic<bool> and a not-taken branch; the slow path is out of line. So the chaos
+// suite kills the very binary users run (rocksdb compiles its sync points out instead).
+//
+// Arming, by the harness only:
+//   - the environment variable UMAP_CRASH_AT=<name>[:<n>] (SIGKILL at the n-th hit of <name>,
+//     default n = 1). It is read once, by a static initializer in crash_point.cc; a malformed
+//     value or an unknown name aborts the process at start-up, so a typo in a chaos script
+//     fails loudly instead of never crashing;
+//   - crash_point::Arm(name, n, action) for in-process tests (action: SIGKILL or a callback).
+// At most one point is armed at a time. While anything is armed (or counting is enabled),
+// every hit of every point is counted per name (HitCount), for chaos reports.
+//
+// Names: every name is listed in kNames below, sorted, in the form `component.step`
+// (lower case, digits and '_'). The macro checks its argument against kNames at compile
+// time, so an unregistered or misspelt name does not build, and AllNames() is the complete
+// list that docs/crash_points.md documents (a test keeps the two equal). To add a call site
+// with a new name: add the name here and a row to docs/crash_points.md, in one change.
+//
+// Thread safety: every function here may be called from any thread. A callback action runs
+// on the thread that hit the point, with no lock held; the point is disarmed before it runs.
+#ifndef UMAP_BASE_CRASH_POINT_H_
+#define UMAP_BASE_CRASH_POINT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace umap::crash_point {
+
+// The registry. Keep sorted (checked at compile time) and keep docs/crash_points.md in step.
+inline constexpr const char* kNames[] = {
+    "apply.after_sync",       // runtime: DFS apply fdatasync returned, before mark-applied
+    "apply.mid_write",        // runtime: some blocks of a transaction written to the DFS
+    "gc.before_delete",       // journal: applied records chosen, before their delete batch
+    "journal.after_commit",   // journal: commit WriteBatch synced, before returning
+    "journal.before_commit",  // journal: intent built, before the sync=true write
+    "recovery.mid_replay",    // recovery: some committed transactions re-applied
+};
+inline constexpr int kNumNames = static_cast<int>(sizeof(kNames) / sizeof(kNames[0]));
+
+// The index of `name` in kNames, or -1. constexpr: the macro calls it at compile time.
+constexpr int IdOf(std::string_view name) {
+  for (int i = 0; i < kNumNames; ++i) {
+    if (name == std::string_view(kNames[i])) return i;
+  }
+  return -1;
+}
+
+namespace internal {
+
+constexpr bool IsValidName(std::string_view name) {
+  bool dot = false;
+  if (name.empty() || name.front() == '.' || name.back() == '.') return false;
+  for (char c : name) {
+    if (c == '.') {
+      dot = true;
+    } else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return false;
+    }
+  }
+  return dot;
+}
+
+constexpr bool RegistryIsWellFormed() {
+  for (int i = 0; i < kNumNames; ++i) {
+    if (!IsValidName(kNames[i])) return false;
+    if (i > 0 && !(std::string_view(kNames[i - 1]) < std::string_view(kNames[i]))) return false;
+  }
+  return true;
+}
+static_assert(RegistryIsWellFormed(),
+              "crash_point::kNames must be sorted, unique and of the form component.step");
+
+// True while a point is armed or counting is on. The only thing the fast path reads.
+extern std::atomic<bool> g_active;
+
+// The slow path: counts the hit and fires the armed action when this is its n-th hit.
+void HitSlow(int id);
+
+// Parses "<name>[:<n>]" (the UMAP_CRASH_AT syntax) and arms a SIGKILL there. Exposed for
+// tests of the environment syntax; the harness sets the environment variable instead.
+absl::Status TEST_ArmFromSpec(absl::string_view spec);
+
+}  // namespace internal
+
+// What an armed point does when it fires.
+struct Action {
+  // SIGKILL to the own process: no destructors, no atexit handlers, no stdio flush.
+  static Action Kill() { return Action(); }
+  // Runs `fn(name)` on the hitting thread (in-process tests). The point is disarmed first.
+  static Action Call(std::function<void(absl::string_view name)> fn) {
+    Action a;
+    a.callback = std::move(fn);
+    return a;
+  }
+  std::function<void(absl::string_view name)> callback;  // empty: Kill
+};
+
+// Arms `name` to fire `action` at its n-th hit from now (n >= 1), replacing any armed point,
+// and resets that name's countdown (not the hit counters).
+// Errors: kInvalidArgument for an unregistered name or n == 0.
+absl::Status Arm(absl::string_view name, uint64_t n, Action action);
+// Disarms the armed point, if any. Counting stays as EnableCounting left it.
+void Disarm();
+// Counts hits of every point without arming any (for chaos reports and for picking n).
+void EnableCounting(bool on);
+
+// The name currently armed, or empty.
+std::string ArmedName();
+// Hits of `name` counted so far (0 for unknown names; only counted while active).
+uint64_t HitCount(absl::string_view name);
+// (name, hits) for every registered name, in kNames order.
+std::vector<std::pair<std::string, uint64_t>> HitCounts();
+void ResetHitCounts();
+
+// Every registered name, sorted (the `umap-crash-points` list).
+absl::Span<const char* const> AllNames();
+// Whether `name` is registered (the run-time twin of the macro's compile-time check).
+bool IsRegistered(absl::string_view name);
+
+}  // namespace umap::crash_point
+
+// A crash point. `name` must be a string literal listed in umap::crash_point::kNames.
+#define UMAP_CRASH_POINT(name)                                                             \
+  do {                                                                                     \
+    constexpr int umap_crash_point_id_ = ::umap::crash_point::IdOf(name);                  \
+    static_assert(umap_crash_point_id_ >= 0, "unregistered crash point " name              \
+                                             ": add it to kNames in base/crash_point.h "   \
+                                             "and to docs/crash_points.md");               \
+    if (__builtin_expect(                                                                  \
+            ::umap::crash_point::internal::g_active.load(std::memory_order_relaxed), 0)) { \
+      ::umap::crash_point::internal::HitSlow(umap_crash_point_id_);                        \
+    }                                                                                      \
+  } while (0)
+
+#endif  // UMAP_BASE_CRASH_POINT_H_
