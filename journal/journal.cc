@@ -1,0 +1,826 @@
+#include "journal/journal.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "base/crc32c.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "base/status_macros.h"
+#include "journal/lock_holder.h"
+#include "journal/rocksdb_status.h"
+#include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "rocksdb/iterator.h"
+#include "rocksdb/listener.h"
+#include "rocksdb/options.h"
+#include "rocksdb/snapshot.h"
+#include "rocksdb/statistics.h"
+#include "rocksdb/write_batch.h"
+
+namespace umap::journal {
+namespace {
+
+rocksdb::Slice ToSlice(absl::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+absl::string_view ToView(const rocksdb::Slice& s) { return absl::string_view(s.data(), s.size()); }
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Directories that a Journal of this process has open, by (device, inode). RocksDB refuses a
+// second open in the same process too, but we must know it before probing the LOCK file:
+// the probe's close() would drop this process's own lock (see lock_holder.h).
+class OpenDirs {
+ public:
+  static bool Reserve(std::pair<uint64_t, uint64_t> id) {
+    absl::MutexLock l(&mu_);
+    return Set().insert(id).second;
+  }
+  static void Release(std::pair<uint64_t, uint64_t> id) {
+    absl::MutexLock l(&mu_);
+    Set().erase(id);
+  }
+
+ private:
+  static absl::flat_hash_set<std::pair<uint64_t, uint64_t>>& Set()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    static auto* set = new absl::flat_hash_set<std::pair<uint64_t, uint64_t>>();
+    return *set;
+  }
+  static absl::Mutex mu_;
+};
+ABSL_CONST_INIT absl::Mutex OpenDirs::mu_(absl::kConstInit);
+
+// RocksDB options for the journal's workload: small records written with the WAL, most of
+// them deleted again shortly after (commit, apply, mark applied).
+rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventListener> listener,
+                           std::shared_ptr<rocksdb::Statistics> statistics) {
+  rocksdb::Options o;
+  o.env = env;  // carries JournalOptions::fs
+  o.create_if_missing = true;
+  // Every transaction is one WriteBatch, and a WAL prefix never splits a batch: keeping the
+  // clean prefix of a torn or damaged log is exactly "committed or absent, never partial".
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  o.paranoid_checks = true;
+  // After a write or sync error the journal is poisoned and only a reopen recovers. RocksDB
+  // must not resume by itself either: Debian's 7.8.3 (assertions on) can abort on a write
+  // after a WAL error, and an auto-resumed DB could make a failed commit vanish under a
+  // caller that still treats it as indeterminate. The listener also vetoes auto recovery.
+  o.max_bgerror_resume_count = 0;
+  o.listeners.push_back(std::move(listener));
+  o.avoid_flush_during_shutdown = false;
+  o.statistics = std::move(statistics);
+  // Bounded disk use. Applied transactions are point-deleted; a memtable flush keeps only
+  // their tombstones, and an L0->L1 compaction (L1 is the bottom level) drops those. A small
+  // memtable keeps the live WAL small: WAL files are deleted once their memtable is flushed.
+  // Measured in tests/journal/journal_test.cc (DiskUseStaysBounded) and docs/journal_format.md.
+  o.write_buffer_size = 8 << 20;
+  o.max_write_buffer_number = 2;
+  o.max_total_wal_size = 32 << 20;
+  o.level0_file_num_compaction_trigger = 2;
+  o.target_file_size_base = 8 << 20;
+  o.max_bytes_for_level_base = 32 << 20;
+  o.max_manifest_file_size = 4 << 20;
+  o.max_log_file_size = 1 << 20;  // RocksDB's info LOG
+  o.keep_log_file_num = 2;
+  // Block images rarely compress well, and every byte costs CPU on the commit path.
+  o.compression = rocksdb::kNoCompression;
+  return o;
+}
+
+// Calls fn on every record with `tag`, in key order.
+absl::Status ScanTag(rocksdb::DB* db, RecordTag tag, absl::string_view what,
+                     absl::FunctionRef<absl::Status(absl::string_view, absl::string_view)> fn) {
+  const std::string begin = TagBegin(tag), end = TagEnd(tag);
+  rocksdb::Slice upper = ToSlice(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
+  for (it->Seek(ToSlice(begin)); it->Valid(); it->Next()) {
+    RETURN_IF_ERROR(fn(ToView(it->key()), ToView(it->value())));
+  }
+  return FromRocksDb(it->status(), absl::StrCat("scan ", what));
+}
+
+}  // namespace
+
+// Poisons the journal on RocksDB background errors (flush, compaction, WAL write) and vetoes
+// RocksDB's automatic recovery. Called by RocksDB with its DB mutex held: it takes only its
+// own leaf mutex.
+class Journal::Listener : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason reason,
+                         rocksdb::Status* bg_error) override {
+    if (bg_error == nullptr || bg_error->ok()) return;
+    absl::MutexLock l(&mu_);
+    if (first_.ok()) {
+      first_ = FromRocksDb(*bg_error,
+                           absl::StrCat("background error (reason ", static_cast<int>(reason), ")"));
+    }
+  }
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/,
+                            rocksdb::Status /*bg_error*/, bool* auto_recovery) override {
+    if (auto_recovery != nullptr) *auto_recovery = false;
+  }
+  absl::Status first() const {
+    absl::MutexLock l(&mu_);
+    return first_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Status first_ ABSL_GUARDED_BY(mu_);
+};
+
+// The staged and committed blocks of one mapping that a Stage or Commit call touches. Calls
+// whose claims overlap run one after the other (see AcquireLocked).
+struct Journal::Claim {
+  uint64_t mapping_id = 0;
+  uint64_t first = 0, end = 0;   // a block range, [first, end); may be empty
+  std::vector<uint64_t> blocks;  // single blocks, sorted
+
+  bool InRange(uint64_t b) const { return first <= b && b < end; }
+  bool Touches(uint64_t b) const {
+    return InRange(b) || std::binary_search(blocks.begin(), blocks.end(), b);
+  }
+  bool Overlaps(const Claim& o) const {
+    if (mapping_id != o.mapping_id) return false;
+    if (first < end && o.first < o.end && first < o.end && o.first < end) return true;
+    for (uint64_t b : blocks) {
+      if (o.Touches(b)) return true;
+    }
+    for (uint64_t b : o.blocks) {
+      if (InRange(b)) return true;
+    }
+    return false;
+  }
+};
+
+Journal::Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
+                 std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
+                 std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db)
+    : dir_(std::move(dir)),
+      dir_id_(dir_id),
+      staged_quota_(staged_quota),
+      env_(std::move(env)),
+      listener_(std::move(listener)),
+      statistics_(std::move(statistics)),
+      db_(db) {}
+
+Journal::~Journal() {
+  rocksdb::Status s = db_->Close();
+  if (!s.ok()) UMAP_LOG(kWarn, "closing journal ", dir_, ": ", s.ToString());
+  delete db_;
+  // Only now, with RocksDB's LOCK released, may another Journal of this process open it.
+  OpenDirs::Release(dir_id_);
+}
+
+absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& options) {
+  const std::string& dir = options.dir;
+  if (dir.empty()) return absl::InvalidArgumentError("journal directory not set");
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  RETURN_IF_ERROR(env->CreateDir(dir, 0700));
+  ASSIGN_OR_RETURN(FileIdentity id, env->IdentifyPath(dir));
+  const DirId dir_id(id.device, id.inode);
+  if (!OpenDirs::Reserve(dir_id)) {
+    return WithErrno(absl::UnavailableError(absl::StrCat("journal ", dir,
+                                                         " is already open in this process (pid ",
+                                                         ::getpid(), ")")),
+                     EBUSY);
+  }
+  absl::Cleanup unreserve = [dir_id] { OpenDirs::Release(dir_id); };
+
+  std::shared_ptr<rocksdb::FileSystem> fs =
+      options.fs != nullptr ? options.fs : rocksdb::FileSystem::Default();
+  std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
+  auto listener = std::make_shared<Listener>();
+  std::shared_ptr<rocksdb::Statistics> statistics = rocksdb::CreateDBStatistics();
+  statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
+
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(DbOptions(rocks_env.get(), listener, statistics), dir, &db);
+  if (!s.ok()) {
+    // Safe to probe: no Journal of ours holds the directory (reserved above).
+    if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) {
+      return WithErrno(absl::UnavailableError(absl::StrCat(
+                           "journal ", dir, " is in use by process ", *holder, " (it holds ",
+                           dir, "/LOCK); stop that process or wait for it to exit")),
+                       EBUSY);
+    }
+    return FromRocksDb(s, absl::StrCat("open journal ", dir));
+  }
+  std::unique_ptr<Journal> journal(new Journal(dir, dir_id, options.staged_quota_bytes,
+                                               std::move(rocks_env), std::move(listener),
+                                               std::move(statistics), db));
+  std::move(unreserve).Cancel();  // ~Journal releases it from now on
+  RETURN_IF_ERROR(journal->Recover());
+  return journal;
+}
+
+absl::Status Journal::Recover() {
+  absl::MutexLock l(&mu_);
+  rocksdb::ReadOptions ro;
+
+  // Format record first: nothing else is interpreted, and nothing written, before the
+  // version is known to be one we read.
+  std::string value;
+  rocksdb::Status s = db_->Get(ro, ToSlice(FormatKey()), &value);
+  if (s.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->SeekToFirst();
+    RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
+    if (it->Valid()) {
+      return absl::DataLossError(absl::StrCat(
+          dir_, " holds a RocksDB database that is not a umap journal (no format record)"));
+    }
+    rocksdb::WriteBatch batch;
+    batch.Put(ToSlice(FormatKey()), ToSlice(EncodeFormat(FormatRecord{})));
+    batch.Put(ToSlice(WatermarkKey()), ToSlice(EncodeWatermark(Watermark{})));
+    RETURN_IF_ERROR(Write(&batch, /*sync=*/true, "create"));
+  } else {
+    RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read journal ", dir_)));
+    ASSIGN_OR_RETURN(FormatRecord format, DecodeFormat(FormatKey(), value));
+    if (format.version > kFormatVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "journal ", dir_, " has format version ", format.version,
+          ", newer than version ", kFormatVersion, ", the newest this build reads; recover it "
+          "with the umap version that wrote it"));
+    }
+  }
+
+  s = db_->Get(ro, ToSlice(WatermarkKey()), &value);
+  if (s.IsNotFound()) {
+    return absl::DataLossError(absl::StrCat("journal ", dir_, ": watermark record missing"));
+  }
+  RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read journal ", dir_)));
+  ASSIGN_OR_RETURN(Watermark watermark, DecodeWatermark(WatermarkKey(), value));
+  last_lsn_ = watermark.last_lsn;
+  last_mapping_id_ = watermark.last_mapping_id;
+
+  RETURN_IF_ERROR(ScanTag(db_, RecordTag::kMapping, "mappings",
+                          [&](absl::string_view k, absl::string_view v)
+                              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+                                ASSIGN_OR_RETURN(MappingRecord m, DecodeMapping(k, v));
+                                last_mapping_id_ = std::max(last_mapping_id_, m.id);
+                                mappings_.emplace(m.id, std::move(m));
+                                return absl::OkStatus();
+                              }));
+
+  // Headers only: payloads are verified when a transaction is read (ReadTransaction).
+  RETURN_IF_ERROR(ScanTag(
+      db_, RecordTag::kTxnHeader, "transactions",
+      [&](absl::string_view k, absl::string_view v)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+            ASSIGN_OR_RETURN(TxnHeader h, DecodeTxnHeader(k, v));
+            auto m = mappings_.find(h.mapping_id);
+            if (m == mappings_.end() || m->second.contents != h.contents) {
+              return absl::DataLossError(absl::StrCat("journal ", dir_, ": transaction ", h.lsn,
+                                                      " names mapping ", h.mapping_id,
+                                                      " which is missing or differs"));
+            }
+            PendingTxn& t = pending_[h.lsn];
+            t.mapping_id = h.mapping_id;
+            t.contents = h.contents;
+            for (const TxnBlock& b : h.blocks) t.blocks.push_back(b.block);
+            ++unapplied_;
+            last_lsn_ = std::max(last_lsn_, h.lsn);
+            return absl::OkStatus();
+          }));
+
+  // Staged records were never committed and the cache that remembered them is gone: discard.
+  // One range tombstone, not a read of every image. Not synced: if it is lost, the next Open
+  // discards them again.
+  bool any_staged = false;
+  {
+    const std::string begin = TagBegin(RecordTag::kStaged), end = TagEnd(RecordTag::kStaged);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->Seek(ToSlice(begin));
+    RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
+    any_staged = it->Valid() && ToView(it->key()) < absl::string_view(end);
+  }
+  if (any_staged) {
+    rocksdb::WriteBatch batch;
+    batch.DeleteRange(ToSlice(TagBegin(RecordTag::kStaged)), ToSlice(TagEnd(RecordTag::kStaged)));
+    RETURN_IF_ERROR(Write(&batch, /*sync=*/false, "discard staged blocks"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Journal::Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what) {
+  rocksdb::WriteOptions wo;
+  wo.sync = sync;
+  return FromRocksDb(db_->Write(wo, batch), absl::StrCat(what, " in journal ", dir_));
+}
+
+absl::Status Journal::WritableLocked() {
+  if (poison_.ok()) {
+    absl::Status background = listener_->first();
+    if (!background.ok()) PoisonLocked(background);
+  }
+  return poison_;
+}
+
+void Journal::PoisonLocked(const absl::Status& cause) {
+  if (!poison_.ok()) return;
+  poison_ = WithErrno(absl::FailedPreconditionError(absl::StrCat(
+                          "journal ", dir_, " poisoned by ", absl::StatusCodeToString(cause.code()),
+                          ": ", cause.message(), "; reopen to recover")),
+                      ErrnoFromStatus(cause));
+  UMAP_LOG(kError, poison_.message());
+}
+
+absl::Status Journal::poisoned() const {
+  absl::MutexLock l(&mu_);
+  if (poison_.ok()) {
+    absl::Status background = listener_->first();
+    if (!background.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("journal ", dir_, " poisoned by ", background.message()));
+    }
+  }
+  return poison_;
+}
+
+bool Journal::ConflictsLocked(const Claim& claim) const {
+  for (const Claim* c : claims_) {
+    if (c->Overlaps(claim)) return true;
+  }
+  return false;
+}
+
+void Journal::AcquireLocked(const Claim* claim) {
+  while (ConflictsLocked(*claim)) claims_changed_.Wait(&mu_);
+  claims_.push_back(claim);
+}
+
+void Journal::ReleaseLocked(const Claim* claim) {
+  claims_.erase(std::find(claims_.begin(), claims_.end(), claim));
+  claims_changed_.SignalAll();
+}
+
+// ---- mappings ----------------------------------------------------------------------------
+
+absl::StatusOr<uint64_t> Journal::RegisterMapping(const FileIdentity& file, uint32_t block_size,
+                                                  Policy policy, Contents contents) {
+  if (!IsPowerOfTwo(block_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block size ", block_size, " is not a power of two"));
+  }
+  if (contents == Contents::kIntent && policy == Policy::kAtomic) {
+    return absl::InvalidArgumentError("intent journaling needs the relaxed policy");
+  }
+  absl::MutexLock w(&watermark_mu_);
+  MappingInfo info;
+  info.file = file;
+  info.block_size = block_size;
+  info.policy = policy;
+  info.contents = contents;
+  Watermark watermark;
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(WritableLocked());
+    info.id = ++last_mapping_id_;
+    watermark = Watermark{last_lsn_, last_mapping_id_};
+  }
+  rocksdb::WriteBatch batch;
+  batch.Put(ToSlice(MappingKey(info.id)), ToSlice(EncodeMapping(info)));
+  batch.Put(ToSlice(WatermarkKey()), ToSlice(EncodeWatermark(watermark)));
+  absl::Status s = Write(&batch, /*sync=*/true, "register mapping");
+  absl::MutexLock l(&mu_);
+  if (!s.ok()) {
+    PoisonLocked(s);
+    return s;
+  }
+  bytes_written_ += batch.GetDataSize();
+  const uint64_t id = info.id;
+  mappings_.emplace(id, std::move(info));
+  return id;
+}
+
+absl::Status Journal::UnregisterMapping(uint64_t mapping_id) {
+  rocksdb::WriteBatch batch;
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(WritableLocked());
+    if (!mappings_.contains(mapping_id)) {
+      return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
+    }
+    // Let running Stage/Commit calls on it finish; later ones find no mapping.
+    auto busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return std::any_of(claims_.begin(), claims_.end(),
+                         [&](const Claim* c) { return c->mapping_id == mapping_id; });
+    };
+    while (busy()) claims_changed_.Wait(&mu_);
+    RETURN_IF_ERROR(WritableLocked());
+    if (!mappings_.contains(mapping_id)) {
+      return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
+    }
+    const auto unapplied = std::count_if(pending_.begin(), pending_.end(), [&](const auto& p) {
+      return p.second.mapping_id == mapping_id;
+    });
+    if (unapplied > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("journal mapping ", mapping_id, " has ", unapplied,
+                       " committed transactions not yet applied; apply them first"));
+    }
+    mappings_.erase(mapping_id);
+    batch.Delete(ToSlice(MappingKey(mapping_id)));
+    auto it = staged_.lower_bound({mapping_id, 0});
+    while (it != staged_.end() && it->first.first == mapping_id) {
+      batch.Delete(ToSlice(StagedKey(mapping_id, it->first.second)));
+      staged_bytes_ -= it->second;
+      it = staged_.erase(it);
+    }
+  }
+  absl::Status s = Write(&batch, /*sync=*/false, "unregister mapping");
+  absl::MutexLock l(&mu_);
+  if (!s.ok()) {
+    PoisonLocked(s);
+    return s;
+  }
+  bytes_written_ += batch.GetDataSize();
+  return absl::OkStatus();
+}
+
+std::vector<MappingInfo> Journal::Mappings() const {
+  absl::MutexLock l(&mu_);
+  std::vector<MappingInfo> out;
+  out.reserve(mappings_.size());
+  for (const auto& [id, info] : mappings_) out.push_back(info);
+  std::sort(out.begin(), out.end(),
+            [](const MappingInfo& a, const MappingInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+// ---- staging -----------------------------------------------------------------------------
+
+absl::Status Journal::Stage(uint64_t mapping_id, uint64_t block, absl::string_view data) {
+  Claim claim;
+  claim.mapping_id = mapping_id;
+  claim.blocks = {block};
+  const StagedId id(mapping_id, block);
+  {
+    absl::MutexLock l(&mu_);
+    AcquireLocked(&claim);
+    absl::Status s = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      RETURN_IF_ERROR(WritableLocked());
+      auto m = mappings_.find(mapping_id);
+      if (m == mappings_.end()) {
+        return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
+      }
+      if (m->second.policy != Policy::kAtomic) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("mapping ", mapping_id, " is relaxed: only atomic mappings stage"));
+      }
+      if (data.empty() || data.size() > m->second.block_size) {
+        return absl::InvalidArgumentError(absl::StrCat("staged image of ", data.size(),
+                                                       " bytes for block size ",
+                                                       m->second.block_size));
+      }
+      auto old = staged_.find(id);
+      const uint64_t old_size = old == staged_.end() ? 0 : old->second;
+      if (staged_bytes_ - old_size + data.size() > staged_quota_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "journal ", dir_, ": staging block ", block, " of mapping ", mapping_id,
+            " would exceed the staged quota of ", staged_quota_, " bytes (", staged_bytes_,
+            " staged); sync more often, raise the quota, or use the relaxed policy"));
+      }
+      // Counted now: the claim keeps every other call off this block until the write ends.
+      staged_bytes_ = staged_bytes_ - old_size + data.size();
+      staged_[id] = data.size();
+      return absl::OkStatus();
+    }();
+    if (!s.ok()) {
+      ReleaseLocked(&claim);
+      return s;
+    }
+  }
+  rocksdb::WriteBatch batch;
+  batch.Put(ToSlice(StagedKey(mapping_id, block)), ToSlice(EncodeStaged(data)));
+  // No sync: a staged image is worthless after a crash (Open discards it).
+  absl::Status s = Write(&batch, /*sync=*/false, "stage block");
+  absl::MutexLock l(&mu_);
+  ReleaseLocked(&claim);
+  if (!s.ok()) {
+    PoisonLocked(s);
+    return s;
+  }
+  bytes_written_ += batch.GetDataSize();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<std::string>> Journal::ReadStaged(uint64_t mapping_id,
+                                                               uint64_t block) {
+  const std::string key = StagedKey(mapping_id, block);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ToSlice(key), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read staged block in journal ", dir_)));
+  ASSIGN_OR_RETURN(StagedBlock staged, DecodeStaged(key, value));
+  return std::optional<std::string>(std::string(staged.data));
+}
+
+// ---- commit ------------------------------------------------------------------------------
+
+absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
+                                            absl::Span<const BlockWrite> blocks,
+                                            uint64_t first_block, uint64_t end_block) {
+  if (first_block > end_block) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("commit range [", first_block, ", ", end_block, ") is inverted"));
+  }
+  std::vector<const BlockWrite*> given;
+  given.reserve(blocks.size());
+  for (const BlockWrite& b : blocks) given.push_back(&b);
+  std::sort(given.begin(), given.end(),
+            [](const BlockWrite* a, const BlockWrite* b) { return a->block < b->block; });
+  Claim claim;
+  claim.mapping_id = mapping_id;
+  claim.first = first_block;
+  claim.end = end_block;
+  for (const BlockWrite* b : given) {
+    if (!claim.blocks.empty() && claim.blocks.back() == b->block) {
+      return absl::InvalidArgumentError(absl::StrCat("block ", b->block, " listed twice"));
+    }
+    claim.blocks.push_back(b->block);
+  }
+
+  Transaction txn;
+  txn.mapping_id = mapping_id;
+  std::vector<uint64_t> staged_to_take;    // staged in range, not given: their images commit
+  std::vector<uint64_t> staged_to_delete;  // every staged block this commit supersedes
+  {
+    absl::MutexLock l(&mu_);
+    AcquireLocked(&claim);
+    absl::Status s = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      RETURN_IF_ERROR(WritableLocked());
+      auto m = mappings_.find(mapping_id);
+      if (m == mappings_.end()) {
+        return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
+      }
+      txn.contents = m->second.contents;
+      for (const BlockWrite* b : given) {
+        if (b->data.empty() || b->data.size() > m->second.block_size) {
+          return absl::InvalidArgumentError(absl::StrCat("image of block ", b->block, " has ",
+                                                         b->data.size(), " bytes; block size ",
+                                                         m->second.block_size));
+        }
+        if (!claim.InRange(b->block) && staged_.contains({mapping_id, b->block})) {
+          staged_to_delete.push_back(b->block);
+        }
+      }
+      for (auto it = staged_.lower_bound({mapping_id, first_block});
+           it != staged_.end() && it->first.first == mapping_id && it->first.second < end_block;
+           ++it) {
+        const uint64_t b = it->first.second;
+        staged_to_delete.push_back(b);
+        if (!std::binary_search(claim.blocks.begin(), claim.blocks.end(), b)) {
+          staged_to_take.push_back(b);
+        }
+      }
+      if (given.empty() && staged_to_take.empty()) return absl::OkStatus();  // nothing to do
+      txn.lsn = ++last_lsn_;
+      return absl::OkStatus();
+    }();
+    if (!s.ok() || txn.lsn == kNoLsn) {
+      ReleaseLocked(&claim);
+      if (!s.ok()) return s;
+      return txn;
+    }
+  }
+  absl::Cleanup release = [this, &claim] {
+    absl::MutexLock l(&mu_);
+    ReleaseLocked(&claim);
+  };
+
+  // Merge the given images and the staged ones we take, in block order.
+  std::vector<CommittedBlock>& out = txn.blocks;
+  out.reserve(given.size() + staged_to_take.size());
+  size_t gi = 0, si = 0;
+  while (gi < given.size() || si < staged_to_take.size()) {
+    CommittedBlock cb;
+    if (si == staged_to_take.size() ||
+        (gi < given.size() && given[gi]->block < staged_to_take[si])) {
+      const BlockWrite& b = *given[gi++];
+      cb.block = b.block;
+      cb.data.assign(b.data.data(), b.data.size());
+      cb.crc = crc32c::Value(b.data.data(), b.data.size());
+    } else {
+      cb.block = staged_to_take[si++];
+      const std::string key = StagedKey(mapping_id, cb.block);
+      std::string value;
+      rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), ToSlice(key), &value);
+      if (rs.IsNotFound()) {
+        return absl::DataLossError(absl::StrCat("journal ", dir_, ": staged block ", cb.block,
+                                                " of mapping ", mapping_id, " vanished"));
+      }
+      RETURN_IF_ERROR(FromRocksDb(rs, absl::StrCat("read staged block in journal ", dir_)));
+      ASSIGN_OR_RETURN(StagedBlock staged, DecodeStaged(key, value));
+      cb.data.assign(staged.data.data(), staged.data.size());
+      cb.crc = staged.crc;
+    }
+    cb.length = static_cast<uint32_t>(cb.data.size());
+    out.push_back(std::move(cb));
+  }
+
+  TxnHeader header;
+  header.lsn = txn.lsn;
+  header.mapping_id = mapping_id;
+  header.contents = txn.contents;
+  header.blocks.reserve(out.size());
+  for (const CommittedBlock& cb : out) header.blocks.push_back({cb.block, cb.length, cb.crc});
+
+  rocksdb::WriteBatch batch;
+  batch.Put(ToSlice(TxnHeaderKey(txn.lsn)), ToSlice(EncodeTxnHeader(header)));
+  if (txn.contents == Contents::kData) {
+    for (const CommittedBlock& cb : out) {
+      batch.Put(ToSlice(TxnPayloadKey(txn.lsn, cb.block)), ToSlice(EncodeTxnPayload(cb.data)));
+    }
+  }
+  for (uint64_t b : staged_to_delete) batch.Delete(ToSlice(StagedKey(mapping_id, b)));
+  // The commit point: header, payloads and staged deletions reach the WAL as one record.
+  absl::Status s = Write(&batch, /*sync=*/true, absl::StrCat("commit transaction ", txn.lsn));
+
+  std::move(release).Cancel();
+  absl::MutexLock l(&mu_);
+  ReleaseLocked(&claim);
+  if (!s.ok()) {
+    PoisonLocked(s);
+    return s;
+  }
+  for (uint64_t b : staged_to_delete) {
+    auto it = staged_.find({mapping_id, b});
+    staged_bytes_ -= it->second;
+    staged_.erase(it);
+  }
+  PendingTxn& p = pending_[txn.lsn];
+  p.mapping_id = mapping_id;
+  p.contents = txn.contents;
+  for (const CommittedBlock& cb : out) p.blocks.push_back(cb.block);
+  ++unapplied_;
+  ++commits_;
+  bytes_written_ += batch.GetDataSize();
+  return txn;
+}
+
+// ---- apply and GC ------------------------------------------------------------------------
+
+absl::Status Journal::MarkApplied(uint64_t lsn) { return MarkApplied(absl::MakeConstSpan(&lsn, 1)); }
+
+absl::Status Journal::MarkApplied(absl::Span<const uint64_t> lsns) {
+  absl::MutexLock w(&watermark_mu_);
+  std::vector<std::pair<uint64_t, PendingTxn>> doomed;
+  Watermark watermark;
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(WritableLocked());
+    for (uint64_t lsn : lsns) {
+      if (!pending_.contains(lsn)) {
+        return absl::NotFoundError(
+            absl::StrCat("transaction ", lsn, " is not pending in journal ", dir_));
+      }
+    }
+    for (uint64_t lsn : lsns) {
+      PendingTxn& t = pending_[lsn];
+      if (!t.applied) {
+        t.applied = true;
+        --unapplied_;
+      }
+    }
+    doomed = TakeDeletableLocked();
+    if (doomed.empty()) return absl::OkStatus();
+    watermark = Watermark{last_lsn_, last_mapping_id_};
+  }
+  rocksdb::WriteBatch batch;
+  for (const auto& [lsn, t] : doomed) {
+    batch.Delete(ToSlice(TxnHeaderKey(lsn)));
+    if (t.contents == Contents::kData) {
+      for (uint64_t b : t.blocks) batch.Delete(ToSlice(TxnPayloadKey(lsn, b)));
+    }
+  }
+  // With the deletions, in the same batch: the LSNs they free are never handed out again.
+  batch.Put(ToSlice(WatermarkKey()), ToSlice(EncodeWatermark(watermark)));
+  // No sync: if the deletions are lost, recovery re-applies images that are already there.
+  absl::Status s = Write(&batch, /*sync=*/false, "delete applied transactions");
+  absl::MutexLock l(&mu_);
+  if (!s.ok()) {
+    PoisonLocked(s);
+    return s;
+  }
+  bytes_written_ += batch.GetDataSize();
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<uint64_t, Journal::PendingTxn>> Journal::TakeDeletableLocked() {
+  // Walk in LSN order. A transaction must stay while it is unapplied, or while an older
+  // transaction that stays shares a block with it: deleting it would let a replay of the
+  // older one roll that block back.
+  std::vector<std::pair<uint64_t, PendingTxn>> out;
+  absl::flat_hash_set<StagedId> kept_blocks;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const PendingTxn& t = it->second;
+    bool keep = !t.applied || std::any_of(t.blocks.begin(), t.blocks.end(), [&](uint64_t b) {
+      return kept_blocks.contains(StagedId(t.mapping_id, b));
+    });
+    if (keep) {
+      for (uint64_t b : t.blocks) kept_blocks.insert(StagedId(t.mapping_id, b));
+      ++it;
+    } else {
+      out.emplace_back(it->first, std::move(it->second));
+      it = pending_.erase(it);
+    }
+  }
+  return out;
+}
+
+// ---- reading committed transactions ------------------------------------------------------
+
+std::vector<uint64_t> Journal::PendingLsns() const {
+  absl::MutexLock l(&mu_);
+  std::vector<uint64_t> out;
+  out.reserve(unapplied_);
+  for (const auto& [lsn, t] : pending_) {
+    if (!t.applied) out.push_back(lsn);
+  }
+  return out;
+}
+
+absl::StatusOr<Transaction> Journal::ReadTransaction(uint64_t lsn) {
+  // One snapshot: header and payloads were written, and are deleted, in one batch.
+  rocksdb::ManagedSnapshot snapshot(db_);
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot.snapshot();
+  const std::string key = TxnHeaderKey(lsn);
+  std::string value;
+  rocksdb::Status s = db_->Get(ro, ToSlice(key), &value);
+  if (s.IsNotFound()) {
+    return absl::NotFoundError(absl::StrCat("transaction ", lsn, " not in journal ", dir_));
+  }
+  RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read transaction ", lsn, " in journal ", dir_)));
+  ASSIGN_OR_RETURN(TxnHeader header, DecodeTxnHeader(key, value));
+  Transaction txn;
+  txn.lsn = lsn;
+  txn.mapping_id = header.mapping_id;
+  txn.contents = header.contents;
+  txn.blocks.reserve(header.blocks.size());
+  for (const TxnBlock& b : header.blocks) {
+    CommittedBlock cb;
+    cb.block = b.block;
+    cb.length = b.length;
+    cb.crc = b.crc;
+    if (header.contents == Contents::kData) {
+      const std::string pkey = TxnPayloadKey(lsn, b.block);
+      s = db_->Get(ro, ToSlice(pkey), &value);
+      if (s.IsNotFound()) {
+        return absl::DataLossError(absl::StrCat("journal ", dir_, ": transaction ", lsn,
+                                                " lacks the payload of block ", b.block));
+      }
+      RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read transaction ", lsn, " in journal ", dir_)));
+      ASSIGN_OR_RETURN(TxnPayload payload, DecodeTxnPayload(pkey, value));
+      if (payload.crc != b.crc || payload.data.size() != b.length) {
+        return absl::DataLossError(absl::StrCat("journal ", dir_, ": transaction ", lsn,
+                                                ", block ", b.block,
+                                                ": payload does not match its header"));
+      }
+      cb.data.assign(payload.data.data(), payload.data.size());
+    }
+    txn.blocks.push_back(std::move(cb));
+  }
+  return txn;
+}
+
+absl::StatusOr<std::vector<Transaction>> Journal::PendingTransactions() {
+  std::vector<Transaction> out;
+  for (uint64_t lsn : PendingLsns()) {
+    absl::StatusOr<Transaction> txn = ReadTransaction(lsn);
+    if (absl::IsNotFound(txn.status())) continue;  // applied and deleted meanwhile
+    if (!txn.ok()) return txn.status();
+    out.push_back(*std::move(txn));
+  }
+  return out;
+}
+
+Journal::Stats Journal::stats() const {
+  Stats st;
+  {
+    absl::MutexLock l(&mu_);
+    st.commits = commits_;
+    st.bytes_written = bytes_written_;
+    st.staged_bytes = staged_bytes_;
+    st.staged_blocks = staged_.size();
+    st.pending_txns = unapplied_;
+    st.mappings = mappings_.size();
+  }
+  st.wal_syncs = statistics_->getTickerCount(rocksdb::WAL_FILE_SYNCED);
+  st.write_groups = statistics_->getTickerCount(rocksdb::WRITE_DONE_BY_SELF);
+  return st;
+}
+
+}  // namespace umap::journal

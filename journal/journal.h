@@ -1,0 +1,258 @@
+// Journal: the write-ahead journal of dirty block versions (DESIGN.md §2), in one RocksDB
+// database. Record layout: journal/format.h; normative description: docs/journal_format.md.
+//
+// Protocol, as the runtime uses it:
+//   RegisterMapping  once per writable mapping (durable on return);
+//   Stage            atomic policy: spill an evicted dirty block (not durable, not committed);
+//   Commit           log a transaction: one RocksDB WriteBatch written with sync=true. When it
+//                    returns OK the transaction is committed (survives process and node
+//                    crash). The caller then applies the returned block images to the file
+//                    and fdatasyncs it;
+//   MarkApplied      after that fdatasync: the records are deleted lazily (no sync);
+//   PendingLsns / ReadTransaction / PendingTransactions  committed, not applied, in LSN
+//                    order: what recovery or a background retry must (re)apply.
+//
+// Threads: every method may be called from any thread, concurrently. Commits of different
+// threads share fsyncs (RocksDB write groups). Operations that touch the same staged block
+// or the same committed block of one mapping are serialized, in call order; so for each
+// block the LSN order is the order in which its versions became durable.
+//
+// Failure: after ANY failed RocksDB write or sync (or a RocksDB background error) the journal
+// is poisoned. Every later write call (RegisterMapping, UnregisterMapping, Stage, Commit,
+// MarkApplied) returns kFailedPrecondition "journal poisoned by <first error>; reopen to
+// recover", carrying the first error's errno (ENOSPC, EIO), without touching RocksDB.
+// Reads keep working. A Commit that returned an error is indeterminate: after reopen it is
+// present or absent, never partial. Destroy the Journal and Open the directory again to
+// recover; RocksDB's auto-resume is disabled and Resume() is never called.
+#ifndef UMAP_JOURNAL_JOURNAL_H_
+#define UMAP_JOURNAL_JOURNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "journal/format.h"
+#include "umap/env.h"
+
+namespace rocksdb {
+class DB;
+class Env;
+class FileSystem;
+class Statistics;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace umap::journal {
+
+struct JournalOptions {
+  // The journal directory. Created with mode 0700 if missing (its parent must exist); an
+  // existing directory keeps its mode. Must be a local directory: RocksDB's LOCK in it
+  // keeps a second process out.
+  std::string dir;
+  // Carries every journal byte: the RocksDB instance reaches it through
+  // rocksdb::NewCompositeEnv(fs). Null = rocksdb::FileSystem::Default(). Fault injection
+  // passes a rocksdb::FileSystemWrapper here.
+  std::shared_ptr<rocksdb::FileSystem> fs;
+  // Creates and identifies `dir`. Null = Env::Default(). Not owned; must outlive Open().
+  Env* env = nullptr;
+  // Bound on the bytes of staged (spilled, uncommitted) block images, all mappings together.
+  uint64_t staged_quota_bytes = 1ull << 30;
+};
+
+using MappingInfo = MappingRecord;
+
+// One block image handed to Commit. `data` is the block's bytes: block_size bytes, except
+// that the last block of a file may be shorter (never empty). Borrowed for the call only.
+struct BlockWrite {
+  uint64_t block = 0;
+  absl::string_view data;
+};
+
+struct CommittedBlock {
+  uint64_t block = 0;
+  uint32_t length = 0;  // bytes of the image
+  uint32_t crc = 0;     // CRC32C of the image
+  // The image. Empty for intent-mode transactions read back from the journal; Commit returns
+  // the image it was given in both modes, so that the caller can apply it.
+  std::string data;
+  friend bool operator==(const CommittedBlock&, const CommittedBlock&) = default;
+};
+
+struct Transaction {
+  uint64_t lsn = 0;  // kNoLsn: nothing was committed
+  uint64_t mapping_id = 0;
+  Contents contents = Contents::kData;
+  std::vector<CommittedBlock> blocks;  // strictly increasing block numbers
+  friend bool operator==(const Transaction&, const Transaction&) = default;
+};
+
+// LSNs start at 1; 0 means "no transaction".
+inline constexpr uint64_t kNoLsn = 0;
+
+class Journal {
+ public:
+  struct Stats {
+    uint64_t commits = 0;        // successful Commit calls that wrote a transaction
+    uint64_t wal_syncs = 0;      // WAL fsyncs done by RocksDB (commits / wal_syncs = group size)
+    uint64_t write_groups = 0;   // RocksDB write groups led (each does one WAL write)
+    uint64_t bytes_written = 0;  // bytes of WriteBatches this journal wrote successfully
+    uint64_t staged_bytes = 0;   // staged image bytes now (counted against the quota)
+    uint64_t staged_blocks = 0;
+    uint64_t pending_txns = 0;   // committed, not yet marked applied
+    uint64_t mappings = 0;
+  };
+
+  // Opens (creating if needed) the journal in options.dir and recovers its state: mappings,
+  // committed transactions not yet applied, the highest LSN and mapping id ever issued.
+  // Staged records are discarded: they belonged to a cache that no longer exists and were
+  // never committed. Errors:
+  //   kUnavailable         the journal is open elsewhere (message names the directory and,
+  //                        when it can be found, the pid holding it), or RocksDB I/O failed;
+  //   kFailedPrecondition  the journal was written in a newer format than this build reads;
+  //   kDataLoss            a record is corrupt, or the directory holds another database;
+  //   kInvalidArgument     options.dir is empty.
+  static absl::StatusOr<std::unique_ptr<Journal>> Open(const JournalOptions& options);
+
+  // Closes RocksDB. Pending transactions stay in the journal for the next Open.
+  // REQUIRES: no other call on this Journal is running.
+  ~Journal();
+
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // Registers a file; returns its mapping id (never reused, also across reopen). Durable on
+  // return (sync). kInvalidArgument: block_size not a power of two, or intent with atomic.
+  absl::StatusOr<uint64_t> RegisterMapping(const FileIdentity& file, uint32_t block_size,
+                                           Policy policy, Contents contents);
+
+  // Forgets a mapping and discards its staged blocks (not synced: a crash may bring the
+  // mapping record back, harmlessly). kNotFound: unknown id. kFailedPrecondition: the
+  // mapping still has committed transactions not applied (they need its file identity).
+  // Waits for in-flight Stage/Commit calls on the mapping.
+  absl::Status UnregisterMapping(uint64_t mapping_id);
+
+  // Spills the image of a dirty block of an atomic-policy mapping: replaces an older staged
+  // image of the same block. Not synced and not committed: it never reaches the file unless
+  // a later Commit takes it, and a reopen discards it. Errors: kNotFound (mapping),
+  // kInvalidArgument (relaxed mapping, empty or oversized data), kResourceExhausted (the
+  // staged quota would be exceeded; nothing was written: sync more, raise the quota, or
+  // use the relaxed policy).
+  absl::Status Stage(uint64_t mapping_id, uint64_t block, absl::string_view data);
+
+  // The staged image of a block, or nullopt. kDataLoss if the record is corrupt.
+  absl::StatusOr<std::optional<std::string>> ReadStaged(uint64_t mapping_id, uint64_t block);
+
+  // Commits one transaction of `mapping_id`: the images in `blocks` plus every staged block
+  // of the mapping with first_block <= block < end_block (a block both staged and in
+  // `blocks` takes the `blocks` version). All staged records it supersedes (those in the
+  // range and those of any block in `blocks`) are deleted in the same WriteBatch, which is
+  // written with sync=true. Returns the transaction with every image, for the caller to
+  // apply, then MarkApplied. If there is nothing to commit, writes nothing and returns a
+  // Transaction with lsn == kNoLsn.
+  // Errors: kNotFound (mapping), kInvalidArgument (empty or oversized image, a block listed
+  // twice, first_block > end_block), kDataLoss (a staged record is corrupt; nothing was
+  // written), a converted RocksDB error (the journal is then poisoned; the commit is
+  // indeterminate), kFailedPrecondition (poisoned).
+  absl::StatusOr<Transaction> Commit(uint64_t mapping_id, absl::Span<const BlockWrite> blocks,
+                                     uint64_t first_block, uint64_t end_block);
+
+  // Marks committed transactions as applied (their images are durable in the file). Their
+  // records are deleted in one batch, without sync: re-applying a block image is idempotent.
+  // May be called in any order: the records of an applied transaction are kept until no
+  // older, unapplied transaction of its mapping shares a block with it, so that a replay
+  // after a crash can never roll such a block back. Marking an already applied LSN is OK.
+  // kNotFound: an LSN that is not pending (nothing is marked then).
+  absl::Status MarkApplied(uint64_t lsn);
+  absl::Status MarkApplied(absl::Span<const uint64_t> lsns);
+
+  // Committed transactions not yet marked applied, in LSN order.
+  std::vector<uint64_t> PendingLsns() const;
+  // Reads one committed transaction with its images (verified against their CRCs).
+  // kNotFound: no such transaction (never committed, or applied and deleted). kDataLoss:
+  // a record is corrupt or missing.
+  absl::StatusOr<Transaction> ReadTransaction(uint64_t lsn);
+  // ReadTransaction of every PendingLsns() entry, in LSN order. Holds all images in memory:
+  // recovery of a large journal should iterate PendingLsns instead. A transaction marked
+  // applied while this runs is left out.
+  absl::StatusOr<std::vector<Transaction>> PendingTransactions();
+
+  std::vector<MappingInfo> Mappings() const;
+  Stats stats() const;
+  // OK, or the kFailedPrecondition status that write calls return.
+  absl::Status poisoned() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  class Listener;
+  struct Claim;
+  class ClaimGuard;
+  struct PendingTxn {
+    uint64_t mapping_id = 0;
+    std::vector<uint64_t> blocks;  // increasing
+    Contents contents = Contents::kData;
+    bool applied = false;
+  };
+  using StagedId = std::pair<uint64_t, uint64_t>;  // (mapping id, block)
+  using DirId = std::pair<uint64_t, uint64_t>;     // (device, inode) of the directory
+
+  Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
+          std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
+          std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db);
+
+  absl::Status Recover();
+  // Writes `batch`; the caller poisons the journal if this fails.
+  absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
+  // OK, or the poisoned status. Also picks up a background error seen by the listener.
+  absl::Status WritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PoisonLocked(const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ConflictsLocked(const Claim& claim) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until no registered claim conflicts with `claim`, then registers it.
+  void AcquireLocked(const Claim* claim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLocked(const Claim* claim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the applied transactions whose records may now be deleted from pending_ and
+  // returns them.
+  std::vector<std::pair<uint64_t, PendingTxn>> TakeDeletableLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Const after construction.
+  const std::string dir_;
+  const DirId dir_id_;
+  const uint64_t staged_quota_;
+  const std::unique_ptr<rocksdb::Env> env_;  // the composite Env over JournalOptions::fs
+  const std::shared_ptr<Listener> listener_;
+  const std::shared_ptr<rocksdb::Statistics> statistics_;
+  rocksdb::DB* const db_;  // owned; closed and deleted in ~Journal
+
+  // Serializes the writes that carry the watermark record (RegisterMapping, MarkApplied), so
+  // that they reach the WAL in the order their values were computed. Taken before mu_.
+  absl::Mutex watermark_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::CondVar claims_changed_;
+  absl::Status poison_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_lsn_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_mapping_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, MappingInfo> mappings_ ABSL_GUARDED_BY(mu_);
+  std::map<StagedId, uint64_t> staged_ ABSL_GUARDED_BY(mu_);  // -> image bytes
+  uint64_t staged_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, PendingTxn> pending_ ABSL_GUARDED_BY(mu_);  // by LSN
+  uint64_t unapplied_ ABSL_GUARDED_BY(mu_) = 0;  // pending_ entries with !applied
+  std::vector<const Claim*> claims_ ABSL_GUARDED_BY(mu_);
+  uint64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_written_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace umap::journal
+
+#endif  // UMAP_JOURNAL_JOURNAL_H_
