@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <string>
 
-namespace umap::testing {
+// In its own top-level namespace so that tests of the C API (which see the function umap()
+// and therefore cannot see namespace umap) can use it too.
+namespace umaptest {
 
 class TempDir {
  public:
@@ -30,6 +32,12 @@ class TempDir {
   std::string path_;
 };
 
+}  // namespace umaptest
+
+#ifndef UMAPTEST_NO_UMAP_NAMESPACE
+namespace umap::testing {
+using ::umaptest::TempDir;
 }  // namespace umap::testing
+#endif
 
 #endif  // UMAP_TESTS_TESTING_TEMP_DIR_H_

@@ -1,0 +1,117 @@
+// CacheEntryTable: one 64-bit atomic entry per file block of a mapping (the paper's CET).
+//
+// An entry says whether the block is resident in the application's address space and in
+// which cache block (CB), whether it is dirty, and whether an evicted version is still being
+// written back (shadow) or was spilled to the journal (staged). Each entry carries its own
+// lock bit: every transition of a block (fill, first write, capture, eviction) happens under
+// it, so two handler threads never work on one block at once and the fault path takes no
+// global lock. Waiters sleep on the entry (C++20 atomic wait, a futex).
+//
+// Layout of an entry (bit 63 first):
+//   63 lock | 62 present | 61 dirty | 60 shadow pending | 59 poisoned | 58 staged |
+//   57 syncing | 56..32 shadow index + 1 (0 = none) | 31..0 cache block index
+#ifndef UMAP_RUNTIME_CACHE_ENTRY_TABLE_H_
+#define UMAP_RUNTIME_CACHE_ENTRY_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace umap::runtime {
+
+class CacheEntryTable {
+ public:
+  static constexpr uint64_t kLock = 1ull << 63;
+  static constexpr uint64_t kPresent = 1ull << 62;
+  static constexpr uint64_t kDirty = 1ull << 61;
+  static constexpr uint64_t kShadow = 1ull << 60;
+  static constexpr uint64_t kPoisoned = 1ull << 59;
+  static constexpr uint64_t kStaged = 1ull << 58;
+  // The block's captured version belongs to a umsync in progress: a dirty eviction must not
+  // start a second write of it until that umsync has written it (one apply in flight).
+  static constexpr uint64_t kSyncing = 1ull << 57;
+  static constexpr uint64_t kShadowMask = ((1ull << 25) - 1) << 32;
+  static constexpr uint64_t kCbMask = 0xffffffffull;
+
+  // A decoded view of an entry value.
+  struct Entry {
+    uint64_t v = 0;
+    bool present() const { return v & kPresent; }
+    bool dirty() const { return v & kDirty; }
+    bool shadow() const { return v & kShadow; }
+    bool poisoned() const { return v & kPoisoned; }
+    bool staged() const { return v & kStaged; }
+    bool syncing() const { return v & kSyncing; }
+    uint32_t cb() const { return static_cast<uint32_t>(v & kCbMask); }
+    // Shadow slot, valid when shadow().
+    uint32_t shadow_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }
+  };
+
+  static uint64_t WithCb(uint64_t v, uint32_t cb) { return (v & ~kCbMask) | cb; }
+  static uint64_t WithShadow(uint64_t v, uint32_t shadow) {
+    return (v & ~kShadowMask) | kShadow | (static_cast<uint64_t>(shadow + 1) << 32);
+  }
+  static uint64_t WithoutShadow(uint64_t v) { return v & ~(kShadowMask | kShadow); }
+
+  explicit CacheEntryTable(uint64_t blocks)
+      : blocks_(blocks), entries_(new std::atomic<uint64_t>[blocks]) {
+    for (uint64_t i = 0; i < blocks; ++i) entries_[i].store(0, std::memory_order_relaxed);
+  }
+
+  uint64_t size() const { return blocks_; }
+
+  Entry Load(uint64_t block) const {
+    return Entry{entries_[block].load(std::memory_order_acquire)};
+  }
+
+  // Blocks until the entry's lock is taken; returns the value under the lock (lock bit
+  // cleared in the returned copy).
+  Entry Lock(uint64_t block) {
+    std::atomic<uint64_t>& e = entries_[block];
+    uint64_t v = e.load(std::memory_order_relaxed);
+    for (;;) {
+      if (v & kLock) {
+        e.wait(v, std::memory_order_relaxed);
+        v = e.load(std::memory_order_relaxed);
+        continue;
+      }
+      if (e.compare_exchange_weak(v, v | kLock, std::memory_order_acquire,
+                                  std::memory_order_relaxed)) {
+        return Entry{v};
+      }
+    }
+  }
+
+  // Takes the lock only if it is free right now (eviction uses this to avoid deadlock).
+  bool TryLock(uint64_t block, Entry* out) {
+    std::atomic<uint64_t>& e = entries_[block];
+    uint64_t v = e.load(std::memory_order_relaxed);
+    while (!(v & kLock)) {
+      if (e.compare_exchange_weak(v, v | kLock, std::memory_order_acquire,
+                                  std::memory_order_relaxed)) {
+        *out = Entry{v};
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Publishes `value` (without the lock bit) and wakes waiters.
+  void Unlock(uint64_t block, uint64_t value) {
+    entries_[block].store(value & ~kLock, std::memory_order_release);
+    entries_[block].notify_all();
+  }
+
+  // Waits until the entry changes from `seen` (used to wait for a shadow write to finish).
+  void WaitChange(uint64_t block, uint64_t seen) const {
+    entries_[block].wait(seen, std::memory_order_acquire);
+  }
+
+ private:
+  const uint64_t blocks_;
+  std::unique_ptr<std::atomic<uint64_t>[]> entries_;
+};
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_CACHE_ENTRY_TABLE_H_

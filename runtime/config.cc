@@ -1,0 +1,133 @@
+// The one place where UMAP_* environment variables are read (docs/configuration.md).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "runtime/options.h"
+
+namespace umap::runtime {
+namespace {
+
+// "64M", "1G", "4096", "2k": a byte count with an optional binary suffix.
+bool ParseBytes(const char* text, size_t* out) {
+  std::string s = absl::AsciiStrToLower(text);
+  uint64_t mult = 1;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'k': mult = 1ull << 10; break;
+      case 'm': mult = 1ull << 20; break;
+      case 'g': mult = 1ull << 30; break;
+      case 't': mult = 1ull << 40; break;
+      default: break;
+    }
+    if (mult != 1) s.pop_back();
+  }
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v) || v > (~0ull) / mult) return false;
+  *out = static_cast<size_t>(v * mult);
+  return true;
+}
+
+}  // namespace
+
+RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
+  RuntimeOptions o;
+  o.cache_bytes = c.cache_bytes;
+  o.block_size = c.block_size;
+  o.handler_threads = c.handler_threads;
+  o.writeback_threads = c.writeback_threads;
+  o.journal_dir = c.journal_dir ? c.journal_dir : "";
+  o.policy = c.policy;
+  o.journal_mode = c.journal_mode;
+  return o;
+}
+
+absl::StatusOr<Geometry> ComputeGeometry(const RuntimeOptions& o) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  if (o.block_size < page || (o.block_size & (o.block_size - 1)) != 0) {
+    return PosixError(EINVAL, absl::StrCat("block_size ", o.block_size,
+                                           " must be a power of two >= the page size ", page));
+  }
+  if (o.handler_threads == 0 || o.handler_threads > 64) {
+    return PosixError(EINVAL, absl::StrCat("handler_threads ", o.handler_threads,
+                                           " must be in 1..64"));
+  }
+  if (o.writeback_threads == 0 || o.writeback_threads > 64) {
+    return PosixError(EINVAL, absl::StrCat("writeback_threads ", o.writeback_threads,
+                                           " must be in 1..64"));
+  }
+  uint64_t total = o.cache_bytes / o.block_size;
+  // Shadows take 1/16 of the budget (4..256 of them); at least 8 blocks stay for residents.
+  uint64_t shadows = std::min<uint64_t>(256, std::max<uint64_t>(4, total / 16));
+  if (total < shadows + 8 || total - shadows > 0x7fffffffull) {
+    return PosixError(EINVAL, absl::StrCat("cache_bytes ", o.cache_bytes, " gives ", total,
+                                           " blocks of ", o.block_size,
+                                           "; need at least 12 and at most 2^31"));
+  }
+  return Geometry{o.block_size, static_cast<uint32_t>(total - shadows),
+                  static_cast<uint32_t>(shadows)};
+}
+
+}  // namespace umap::runtime
+
+extern "C" int umap_config_init(umap_config* c) {
+  if (c == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::memset(c, 0, sizeof(*c));
+  c->cache_bytes = size_t{1} << 30;
+  c->block_size = 4096;
+  c->handler_threads = 2;
+  c->writeback_threads = 1;
+  c->journal_dir = nullptr;
+  c->policy = UMAP_POLICY_ATOMIC;
+  c->journal_mode = UMAP_JOURNAL_DATA;
+
+  bool ok = true;
+  auto bytes = [&](const char* name, size_t* field) {
+    if (const char* v = std::getenv(name)) {
+      if (!umap::runtime::ParseBytes(v, field)) {
+        UMAP_LOG(kError, name, "=", v, " is not a byte count (e.g. 4096, 64M, 2G)");
+        ok = false;
+      }
+    }
+  };
+  auto count = [&](const char* name, unsigned* field) {
+    if (const char* v = std::getenv(name)) {
+      if (!absl::SimpleAtoi(v, field)) {
+        UMAP_LOG(kError, name, "=", v, " is not a number");
+        ok = false;
+      }
+    }
+  };
+  bytes("UMAP_CACHE_BYTES", &c->cache_bytes);
+  bytes("UMAP_BLOCK_SIZE", &c->block_size);
+  count("UMAP_HANDLER_THREADS", &c->handler_threads);
+  count("UMAP_WRITEBACK_THREADS", &c->writeback_threads);
+  if (const char* v = std::getenv("UMAP_JOURNAL_DIR")) c->journal_dir = *v ? v : nullptr;
+  if (const char* v = std::getenv("UMAP_POLICY")) {
+    if (std::strcmp(v, "atomic") == 0) c->policy = UMAP_POLICY_ATOMIC;
+    else if (std::strcmp(v, "relaxed") == 0) c->policy = UMAP_POLICY_RELAXED;
+    else { UMAP_LOG(kError, "UMAP_POLICY=", v, " must be atomic or relaxed"); ok = false; }
+  }
+  if (const char* v = std::getenv("UMAP_JOURNAL_MODE")) {
+    if (std::strcmp(v, "data") == 0) c->journal_mode = UMAP_JOURNAL_DATA;
+    else if (std::strcmp(v, "intent") == 0) c->journal_mode = UMAP_JOURNAL_INTENT;
+    else if (std::strcmp(v, "off") == 0) c->journal_mode = UMAP_JOURNAL_OFF;
+    else { UMAP_LOG(kError, "UMAP_JOURNAL_MODE=", v, " must be data, intent or off"); ok = false; }
+  }
+  if (!ok) {
+    errno = EINVAL;
+    return -1;
+  }
+  return 0;
+}

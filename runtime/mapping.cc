@@ -1,0 +1,359 @@
+#include "runtime/mapping.h"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "runtime/runtime.h"
+
+namespace umap::runtime {
+
+using Table = CacheEntryTable;
+
+Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
+    : rt_(rt),
+      base_(p.base),
+      length_(p.length),
+      region_length_(p.region_length),
+      block_size_(rt->geometry().block_size),
+      file_offset_(p.file_offset),
+      file_size_(p.file_size),
+      writable_(p.writable),
+      slot_(p.slot),
+      file_(std::move(file)),
+      table_(p.region_length / rt->geometry().block_size),
+      write_back_(std::make_unique<DirectWriteBack>(file_.get(), block_size_)) {}
+
+Mapping::~Mapping() = default;
+
+size_t Mapping::ValidBytes(uint64_t block) const {
+  uint64_t start = file_offset_ + block * block_size_;
+  if (start >= file_size_) return 0;
+  return static_cast<size_t>(std::min<uint64_t>(block_size_, file_size_ - start));
+}
+
+static inline absl::Hex AddrHex(const void* p) {
+  return absl::Hex(reinterpret_cast<uintptr_t>(p), absl::kZeroPad16);
+}
+
+static inline bool IsFilled(CacheEntryTable::Entry e) { return e.present() || e.poisoned(); }
+
+static inline size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+void Mapping::RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl::Status& why) {
+  Counters& c = rt_->counters();
+  c.sigbus.fetch_add(1, std::memory_order_relaxed);
+  char* addr = BlockAddr(block);
+  if (!why.ok()) {
+    // Slow path: say what failed and where, once per failure.
+    UMAP_LOG(kError, "SIGBUS to thread ", tid, " at ", AddrHex(addr), " (",
+             file_->name(), " offset ", file_offset_ + block * block_size_, "): ",
+             why.ToString());
+  }
+  int err = rt_->uffd().Poison(addr, block_size_);
+  if (err != 0) {
+    // No UFFDIO_POISON (kernel < 6.6): deliver the signal to the faulting thread directly.
+    UMAP_LOG(kWarn, "UFFDIO_POISON unavailable (errno ", err, "); signalling thread ", tid);
+    ::syscall(SYS_tgkill, ::getpid(), tid, SIGBUS);
+  }
+  table_.Unlock(block, entry | Table::kPoisoned);
+}
+
+void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging) {
+  Counters& c = rt_->counters();
+  char* addr = BlockAddr(block);
+  const size_t valid = ValidBytes(block);
+  // The cache block is acquired before the entry is locked: acquiring may wait for
+  // write-back threads, and those take entry locks; holding one here could deadlock.
+  uint32_t cb = BlockPool::kNone;
+  Table::Entry e;
+  for (;;) {
+    if (valid > 0 && cb == BlockPool::kNone && !IsFilled(table_.Load(block))) {
+      cb = rt_->AcquireBlock();
+      if (cb == BlockPool::kNone) break;  // reported below, under the lock
+    }
+    e = table_.Lock(block);
+    if (IsFilled(e)) {
+      // Filled (or poisoned) by another handler after this fault was queued: the fill woke
+      // the thread already; waking again is harmless and covers a race with the queue.
+      table_.Unlock(block, e.v);
+      if (cb != BlockPool::kNone) rt_->pool().Release(cb);
+      rt_->uffd().Wake(addr, block_size_);
+      c.stale_faults.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (valid == 0 || cb != BlockPool::kNone) break;
+    // Evicted between the peek and the lock: get a cache block without holding the lock.
+    table_.Unlock(block, e.v);
+  }
+  if (cb == BlockPool::kNone && valid > 0) {
+    e = table_.Lock(block);
+    if (IsFilled(e)) {
+      table_.Unlock(block, e.v);
+      rt_->uffd().Wake(addr, block_size_);
+      return;
+    }
+  }
+  if (valid == 0) {  // wholly past end of file: SIGBUS, as mmap gives
+    RaiseSigbus(block, e.v, tid, absl::OkStatus());
+    return;
+  }
+  if (cb == BlockPool::kNone) {
+    RaiseSigbus(block, e.v, tid,
+                PosixError(ENOMEM, "no cache block could be freed within the time budget "
+                                   "(write-back stalled?)"));
+    return;
+  }
+  absl::Status status;
+  bool from_file = false;
+  if (e.shadow()) {
+    std::memcpy(staging, rt_->shadows().at(e.shadow_index()).data, valid);
+  } else {
+    bool filled = false;
+    if (e.staged()) {
+      auto r = write_back_->ReadEvicted(first_file_block() + block, absl::MakeSpan(staging, valid));
+      if (!r.ok()) status = r.status();
+      filled = r.ok() && *r;
+    }
+    if (status.ok() && !filled) {
+      auto n = file_->ReadAt(file_offset_ + block * block_size_, absl::MakeSpan(staging, valid));
+      if (!n.ok()) {
+        status = n.status();
+      } else if (*n < valid) {
+        std::memset(staging + *n, 0, valid - *n);  // file shrank since map time
+      }
+      from_file = true;
+    }
+  }
+  if (!status.ok()) {
+    rt_->pool().Release(cb);
+    c.io_errors.fetch_add(1, std::memory_order_relaxed);
+    RaiseSigbus(block, e.v, tid, status);
+    return;
+  }
+  const size_t pages = RoundUp(valid, rt_->page_size());
+  if (pages > valid) std::memset(staging + valid, 0, pages - valid);
+  const bool dirty = write && writable_;
+  int err = rt_->uffd().Copy(addr, staging, pages, /*write_protect=*/writable_ && !write);
+  if (err != 0) {
+    rt_->pool().Release(cb);
+    RaiseSigbus(block, e.v, tid, PosixError(err, "UFFDIO_COPY"));
+    return;
+  }
+  // Pages of the last block that lie wholly past end of file raise SIGBUS, as with mmap.
+  if (pages < block_size_) rt_->uffd().Poison(addr + pages, block_size_ - pages);
+  rt_->pool().Publish(cb, Owner(block));
+  uint64_t v = (e.v & (Table::kShadow | Table::kShadowMask | Table::kStaged)) | Table::kPresent |
+               cb | (dirty ? Table::kDirty : 0);
+  table_.Unlock(block, v);
+  rt_->refs().Touch(tid, cb);
+  c.faults_missing.fetch_add(1, std::memory_order_relaxed);
+  if (from_file) c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Mapping::HandleWriteProtect(uint64_t block) {
+  Counters& c = rt_->counters();
+  Table::Entry e = table_.Lock(block);
+  char* addr = BlockAddr(block);
+  if (e.present() && !e.dirty()) {
+    // First write since the last capture: the block becomes dirty and writable; clearing
+    // the protection wakes the writer.
+    int err = rt_->uffd().WriteProtect(addr, RoundUp(ValidBytes(block), rt_->page_size()), false);
+    if (err != 0) {
+      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr),
+               ": errno ", err);
+      table_.Unlock(block, e.v);
+      rt_->uffd().Wake(addr, block_size_);
+      return;
+    }
+    table_.Unlock(block, e.v | Table::kDirty);
+    c.faults_wp.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // Stale: the block was evicted (the retry will be a MISSING fault) or is already dirty.
+  table_.Unlock(block, e.v);
+  rt_->uffd().Wake(addr, block_size_);
+  c.stale_faults.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Mapping::Evict(uint64_t block, uint32_t cb) {
+  Table::Entry e;
+  if (!table_.TryLock(block, &e)) return false;
+  if (!e.present() || e.cb() != cb || InSync(block)) {
+    table_.Unlock(block, e.v);
+    return false;
+  }
+  Counters& c = rt_->counters();
+  char* addr = BlockAddr(block);
+  uint64_t v = e.v & ~(Table::kPresent | Table::kDirty | Table::kCbMask);
+  if (e.dirty()) {
+    // One write-back of a block in flight at a time: wait for the older one to land.
+    if (e.shadow()) {
+      table_.Unlock(block, e.v);
+      return false;
+    }
+    ShadowPool& shadows = rt_->shadows();
+    uint32_t s = shadows.TryAcquire();
+    if (s == IndexStack::kEmpty) {
+      table_.Unlock(block, e.v);
+      return false;
+    }
+    const size_t valid = ValidBytes(block);
+    // Capture: protect first so a concurrent write faults (and waits for us) instead of
+    // landing between the copy and the discard, where it would be lost.
+    int err = rt_->uffd().WriteProtect(addr, RoundUp(valid, rt_->page_size()), true);
+    if (err != 0) {
+      shadows.Release(s);
+      table_.Unlock(block, e.v);
+      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(set) failed at ", AddrHex(addr),
+               ": errno ", err);
+      return false;
+    }
+    ShadowPool::Shadow& sh = shadows.at(s);
+    std::memcpy(sh.data, addr, valid);
+    sh.mapping = this;
+    sh.block = block;
+    sh.len = static_cast<uint32_t>(valid);
+    DiscardPages(addr, block_size_);
+    shadows_pending_.fetch_add(1, std::memory_order_relaxed);
+    table_.Unlock(block, Table::WithShadow(v, s));
+    shadows.Enqueue(s);
+    c.dirty_evictions.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    // Clean pages of a writable mapping are write-protected, so no write can slip in.
+    DiscardPages(addr, block_size_);
+    table_.Unlock(block, v);
+  }
+  c.evictions.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Mapping::WriteShadow(uint32_t s) {
+  ShadowPool& shadows = rt_->shadows();
+  ShadowPool::Shadow& sh = shadows.at(s);
+  absl::Status st = write_back_->Evicted(
+      BlockImage{first_file_block() + sh.block, absl::MakeConstSpan(sh.data, sh.len)});
+  if (!st.ok()) {
+    int err = ErrnoFromStatus(st);
+    if (sh.error.exchange(err, std::memory_order_relaxed) == 0) {
+      UMAP_LOG(kError, "write-back of evicted block ", sh.block, " of ", file_->name(),
+               " failed (kept in memory, retrying): ", st.ToString());
+    }
+    rt_->counters().io_errors.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  Table::Entry e = table_.Lock(sh.block);
+  uint64_t v = e.v;
+  if (e.shadow() && e.shadow_index() == s) {
+    v = Table::WithoutShadow(v);
+    if (write_back_->keeps_evicted()) v |= Table::kStaged;
+  }
+  table_.Unlock(sh.block, v);
+  shadows_pending_.fetch_sub(1, std::memory_order_relaxed);
+  rt_->counters().blocks_written.fetch_add(1, std::memory_order_relaxed);
+  shadows.Release(s);
+  return true;
+}
+
+absl::Status Mapping::WaitForShadows(uint64_t first, uint64_t end) {
+  for (uint64_t b = first; b < end && shadows_pending_.load(std::memory_order_acquire) > 0;
+       ++b) {
+    for (;;) {
+      Table::Entry e = table_.Load(b);
+      if (!e.shadow()) break;
+      int err = rt_->shadows().at(e.shadow_index()).error.load(std::memory_order_relaxed);
+      if (err != 0) {
+        return PosixError(err, absl::StrCat("write-back of evicted block ", b, " of ",
+                                            file_->name(), " is failing"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
+  if (!writable_) return absl::OkStatus();
+  absl::MutexLock lock(&sync_mu_);
+  end = std::min<uint64_t>(end, table_.size());
+  if (first >= end) return absl::OkStatus();
+  sync_first_.store(first, std::memory_order_release);
+  sync_end_.store(end, std::memory_order_release);
+
+  struct Captured {
+    uint64_t block;
+    size_t offset;
+    size_t len;
+  };
+  std::vector<char> buf;
+  std::vector<Captured> captured;
+  absl::Status status;
+  for (uint64_t b = first; b < end && status.ok(); ++b) {
+    if (!table_.Load(b).dirty()) continue;  // a block dirtied from now on is not ours to sync
+    Table::Entry e = table_.Lock(b);
+    if (!(e.present() && e.dirty())) {
+      table_.Unlock(b, e.v);
+      continue;
+    }
+    const size_t valid = ValidBytes(b);
+    char* addr = BlockAddr(b);
+    int err = rt_->uffd().WriteProtect(addr, RoundUp(valid, rt_->page_size()), true);
+    if (err != 0) {
+      table_.Unlock(b, e.v);
+      status = PosixError(err, "UFFDIO_WRITEPROTECT(set) while capturing for umsync");
+      break;
+    }
+    size_t off = buf.size();
+    buf.resize(off + valid);
+    std::memcpy(buf.data() + off, addr, valid);
+    table_.Unlock(b, e.v & ~Table::kDirty);
+    captured.push_back({b, off, valid});
+  }
+  if (status.ok()) status = WaitForShadows(first, end);
+  if (status.ok()) {
+    std::vector<BlockImage> images;
+    images.reserve(captured.size());
+    for (const Captured& c : captured) {
+      images.push_back({first_file_block() + c.block, absl::MakeConstSpan(buf.data() + c.offset, c.len)});
+    }
+    status = write_back_->Sync(images, first_file_block() + first, first_file_block() + end);
+  }
+  if (status.ok()) {
+    rt_->counters().blocks_written.fetch_add(captured.size(), std::memory_order_relaxed);
+  } else {
+    // Nothing is lost: the captured blocks become dirty again (and writable, keeping
+    // dirty <=> unprotected) so that a later umsync writes them.
+    for (const Captured& c : captured) {
+      Table::Entry e = table_.Lock(c.block);
+      if (e.present() && !e.dirty() &&
+          rt_->uffd().WriteProtect(BlockAddr(c.block), RoundUp(c.len, rt_->page_size()),
+                                   false) == 0) {
+        table_.Unlock(c.block, e.v | Table::kDirty);
+      } else {
+        table_.Unlock(c.block, e.v);
+      }
+    }
+  }
+  sync_end_.store(0, std::memory_order_release);
+  sync_first_.store(0, std::memory_order_release);
+  return status;
+}
+
+void Mapping::ReleaseAll() {
+  BlockPool& pool = rt_->pool();
+  for (uint64_t b = 0; b < table_.size(); ++b) {
+    Table::Entry e = table_.Load(b);
+    if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+  }
+}
+
+}  // namespace umap::runtime

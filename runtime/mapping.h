@@ -1,0 +1,116 @@
+// Mapping: one file mapped by umap(): its address range, cache entry table, backing File and
+// write-back sink. Fault handling and eviction for its blocks happen here.
+//
+// Invariants (every transition of block b happens under b's entry lock):
+//   present         the block's pages are installed in the application's address space and
+//                   a cache block (cb) of the pool accounts for them;
+//   dirty           written since the last capture; for a writable mapping, dirty <=>
+//                   the pages are not write-protected (clean resident pages are WP'd, so
+//                   the first write faults and marks the block dirty);
+//   shadow          an evicted version is in shadow buffer s, not yet written back: a miss
+//                   is served from s, and the block is not evicted dirty again until s is
+//                   written (one write-back of a block in flight at a time);
+//   staged          the evicted version lives with the write-back sink (atomic policy);
+//   poisoned        pages past end of file (or a failed read) answer SIGBUS.
+#ifndef UMAP_RUNTIME_MAPPING_H_
+#define UMAP_RUNTIME_MAPPING_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/cache_entry_table.h"
+#include "runtime/write_back.h"
+#include "umap/env.h"
+
+namespace umap::runtime {
+
+class Runtime;
+
+class Mapping {
+ public:
+  struct Params {
+    char* base;
+    size_t length;         // as the caller asked
+    size_t region_length;  // reserved, a multiple of the block size
+    uint64_t file_offset;  // byte offset of base in the file (block-aligned)
+    uint64_t file_size;    // at map time; pages past it raise SIGBUS
+    bool writable;
+    uint32_t slot;
+  };
+
+  Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file);
+  ~Mapping();
+
+  char* base() const { return base_; }
+  size_t length() const { return length_; }
+  size_t region_length() const { return region_length_; }
+  uint32_t slot() const { return slot_; }
+  bool writable() const { return writable_; }
+  bool Contains(uint64_t addr) const {
+    return addr - reinterpret_cast<uint64_t>(base_) < region_length_;
+  }
+  uint64_t BlockOf(uint64_t addr) const {
+    return (addr - reinterpret_cast<uint64_t>(base_)) / block_size_;
+  }
+  uint64_t Owner(uint64_t block) const { return static_cast<uint64_t>(slot_) << 48 | block; }
+  uint64_t blocks() const { return table_.size(); }
+  // File block index of mapping block 0 (the sinks and the journal speak file blocks).
+  uint64_t first_file_block() const { return file_offset_ / block_size_; }
+  CacheEntryTable& table() { return table_; }
+  File* file() { return file_.get(); }
+
+  void set_write_back(std::unique_ptr<WriteBack> wb) { write_back_ = std::move(wb); }
+
+  // Fault path (handler threads). `staging` is the handler's block-sized buffer.
+  void HandleMissing(uint64_t block, bool write, pid_t tid, char* staging);
+  void HandleWriteProtect(uint64_t block);
+  // Eviction of `block` held in cache block `cb` (pool callback; any handler thread).
+  bool Evict(uint64_t block, uint32_t cb);
+  // Write-back thread: writes shadow `s` of this mapping.
+  bool WriteShadow(uint32_t s);  // false: failed, retry later
+
+  // umsync of blocks [first, end): capture, write back, fdatasync. Serialised per mapping.
+  absl::Status Sync(uint64_t first, uint64_t end);
+  // After the last Sync: returns every cache block to the pool (no handler may be inside
+  // this mapping any more).
+  void ReleaseAll();
+
+ private:
+  char* BlockAddr(uint64_t block) const { return base_ + block * block_size_; }
+  // Bytes of `block` inside the file (0 when the block is wholly past end of file).
+  size_t ValidBytes(uint64_t block) const;
+  bool InSync(uint64_t block) const {
+    return block >= sync_first_.load(std::memory_order_acquire) &&
+           block < sync_end_.load(std::memory_order_acquire);
+  }
+  void RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl::Status& why);
+  absl::Status WaitForShadows(uint64_t first, uint64_t end);
+
+  Runtime* const rt_;
+  char* const base_;
+  const size_t length_;
+  const size_t region_length_;
+  const size_t block_size_;
+  const uint64_t file_offset_;
+  const uint64_t file_size_;
+  const bool writable_;
+  const uint32_t slot_;
+  const std::unique_ptr<File> file_;
+  CacheEntryTable table_;
+  std::unique_ptr<WriteBack> write_back_;
+
+  absl::Mutex sync_mu_;  // one umsync per mapping at a time
+  // Blocks of the umsync in progress: not evicted until it is done, so that a block whose
+  // captured image is on its way to the file is never re-read from the file meanwhile.
+  std::atomic<uint64_t> sync_first_{0};
+  std::atomic<uint64_t> sync_end_{0};
+  std::atomic<uint64_t> shadows_pending_{0};
+};
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_MAPPING_H_

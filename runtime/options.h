@@ -1,0 +1,37 @@
+// RuntimeOptions: the C++ form of umap_config (see include/umap/umap.h).
+#ifndef UMAP_RUNTIME_OPTIONS_H_
+#define UMAP_RUNTIME_OPTIONS_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "umap/env.h"
+#include "umap/umap_types.h"
+
+namespace umap::runtime {
+
+struct RuntimeOptions {
+  size_t cache_bytes = size_t{1} << 30;
+  size_t block_size = 4096;
+  unsigned handler_threads = 2;
+  unsigned writeback_threads = 1;
+  std::string journal_dir;  // empty: no journal
+  umap_policy policy = UMAP_POLICY_ATOMIC;
+  umap_journal_mode journal_mode = UMAP_JOURNAL_DATA;
+  Env* env = nullptr;  // null: Env::Default()
+
+  static RuntimeOptions FromConfig(const umap_config& c);
+};
+
+// Validates and derives the pool geometry. kInvalidArgument names the offending field.
+struct Geometry {
+  size_t block_size;
+  uint32_t cache_blocks;   // resident cache blocks
+  uint32_t shadow_blocks;  // shadow buffers for eviction write-back (part of cache_bytes)
+};
+absl::StatusOr<Geometry> ComputeGeometry(const RuntimeOptions& options);
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_OPTIONS_H_

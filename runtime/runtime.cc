@@ -1,0 +1,341 @@
+#include "runtime/runtime.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "base/status_macros.h"
+#include "runtime/mapping.h"
+
+namespace umap::runtime {
+namespace {
+
+constexpr int kMsgBatch = 16;
+// How long a fill waits for a cache block before it gives up with SIGBUS. Long enough for
+// write-backs to drain on a slow DFS, short enough that a stall is reported, not hidden.
+constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+struct Runtime::HandlerCtx {
+  char* staging = nullptr;
+};
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options) {
+  ASSIGN_OR_RETURN(Geometry geo, ComputeGeometry(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Uffd> uffd, Uffd::Open());
+  std::unique_ptr<Runtime> rt(new Runtime(options, geo, std::move(uffd)));
+  RETURN_IF_ERROR(rt->Start());
+  return rt;
+}
+
+Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd)
+    : options_(options),
+      geo_(geo),
+      page_size_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
+      env_(options.env ? options.env : Env::Default()),
+      uffd_(std::move(uffd)),
+      pool_(geo.cache_blocks),
+      refs_(&pool_),
+      shadows_(geo.shadow_blocks, geo.block_size),
+      epochs_(new std::atomic<uint64_t>[options.handler_threads]) {
+  for (unsigned i = 0; i < options.handler_threads; ++i) epochs_[i].store(0);
+}
+
+absl::Status Runtime::Start() {
+  if (shadows_.at(0).data == nullptr) return PosixError(ENOMEM, "allocating shadow buffers");
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
+  for (unsigned i = 0; i < options_.handler_threads; ++i) {
+    handlers_.emplace_back([this, i] { HandlerLoop(static_cast<int>(i)); });
+  }
+  for (unsigned i = 0; i < options_.writeback_threads; ++i) {
+    writers_.emplace_back([this] { WriteBackLoop(); });
+  }
+  return absl::OkStatus();
+}
+
+Runtime::~Runtime() {
+  std::vector<Mapping*> left;
+  {
+    absl::MutexLock l(&mu_);
+    for (uint32_t i = 0; i < slot_high_.load(); ++i) {
+      if (Mapping* m = slots_[i].load()) left.push_back(m);
+    }
+  }
+  for (Mapping* m : left) {
+    absl::Status s = m->Sync(0, m->blocks());
+    if (!s.ok()) {
+      UMAP_LOG(kError, "runtime destroyed with mapping of ", m->file()->name(),
+               " whose write-back failed; its unsynced changes are dropped: ", s.ToString());
+    }
+  }
+  stop_.store(true);
+  uint64_t one = 1;
+  if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {
+    UMAP_LOG(kError, "eventfd write failed: errno ", errno);
+  }
+  for (auto& t : handlers_) t.join();
+  shadows_.WakeAll();
+  for (auto& t : writers_) t.join();
+  for (Mapping* m : left) Destroy(m);
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+void Runtime::HandlerLoop(int id) {
+  HandlerCtx ctx;
+  // The staging buffer is allocated once per handler: the fault path never allocates.
+  void* p = ::mmap(nullptr, geo_.block_size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED) {
+    UMAP_LOG(kError, "handler ", id, ": cannot allocate its staging buffer; exiting");
+    return;
+  }
+  ctx.staging = static_cast<char*>(p);
+  std::atomic<uint64_t>& epoch = epochs_[id];
+  uffd_msg msgs[kMsgBatch];
+  struct pollfd fds[2] = {{uffd_->fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  while (!stop_.load(std::memory_order_acquire)) {
+    int r = ::poll(fds, 2, -1);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      UMAP_LOG(kError, "handler ", id, ": poll failed: errno ", errno);
+      break;
+    }
+    if (fds[1].revents) break;
+    if (!(fds[0].revents & POLLIN)) continue;
+    // Several handlers wake for one message; the others read nothing and go back to poll.
+    epoch.fetch_add(1, std::memory_order_acq_rel);  // odd: inside
+    int n = uffd_->Read(msgs, kMsgBatch);
+    if (n < 0) UMAP_LOG(kError, "handler ", id, ": reading userfaultfd failed: errno ", -n);
+    for (int i = 0; i < n; ++i) HandleFault(ctx, msgs[i]);
+    epoch.fetch_add(1, std::memory_order_acq_rel);  // even: outside
+    epoch.notify_all();
+  }
+  ::munmap(p, geo_.block_size);
+}
+
+void Runtime::HandleFault(HandlerCtx& ctx, const uffd_msg& msg) {
+  if (msg.event != UFFD_EVENT_PAGEFAULT) return;
+  const uint64_t addr = msg.arg.pagefault.address;
+  const uint64_t flags = msg.arg.pagefault.flags;
+  const pid_t tid = static_cast<pid_t>(msg.arg.pagefault.feat.ptid);
+  Mapping* m = FindMapping(addr);
+  if (m == nullptr) {
+    // The range was unregistered after the fault was queued; let the thread retry.
+    uffd_->Wake(reinterpret_cast<void*>(addr & ~(page_size_ - 1)), page_size_);
+    return;
+  }
+  const uint64_t block = m->BlockOf(addr);
+  if (flags & UFFD_PAGEFAULT_FLAG_WP) {
+    m->HandleWriteProtect(block);
+  } else {
+    m->HandleMissing(block, (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0, tid, ctx.staging);
+  }
+}
+
+Mapping* Runtime::FindMapping(uint64_t addr) const {
+  const uint32_t high = slot_high_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < high; ++i) {
+    Mapping* m = slots_[i].load(std::memory_order_acquire);
+    if (m != nullptr && m->Contains(addr)) return m;
+  }
+  return nullptr;
+}
+
+void Runtime::WriteBackLoop() {
+  for (;;) {
+    uint32_t s = shadows_.Dequeue(stop_);
+    if (s == IndexStack::kEmpty) return;
+    ShadowPool::Shadow& sh = shadows_.at(s);
+    if (sh.mapping->WriteShadow(s)) continue;
+    if (stop_.load(std::memory_order_acquire)) {
+      UMAP_LOG(kError, "shutting down with an evicted block of ", sh.mapping->file()->name(),
+               " that could not be written back");
+      continue;
+    }
+    // Failed: back off, then queue it again. The block stays readable from the shadow and
+    // umsync reports the error meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    shadows_.Enqueue(s);
+  }
+}
+
+bool Runtime::EvictOwner(uint32_t cb, uint64_t owner) {
+  Mapping* m = slots_[owner >> 48].load(std::memory_order_acquire);
+  if (m == nullptr) return false;  // being unmapped; its own teardown frees the block
+  return m->Evict(owner & ((1ull << 48) - 1), cb);
+}
+
+uint32_t Runtime::AcquireBlock() {
+  auto deadline = std::chrono::steady_clock::now() + kPoolWaitBudget;
+  for (;;) {
+    uint32_t cb = pool_.Acquire([this](uint32_t c, uint64_t o) { return EvictOwner(c, o); },
+                                [this] { refs_.ReclaimDead(); });
+    if (cb != BlockPool::kNone) return cb;
+    // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
+    // behind. Wait for them rather than exceed the cache bound.
+    counters_.pool_waits.fetch_add(1, std::memory_order_relaxed);
+    if (std::chrono::steady_clock::now() > deadline) return BlockPool::kNone;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void Runtime::WaitForHandlers() {
+  for (unsigned i = 0; i < options_.handler_threads; ++i) {
+    uint64_t e = epochs_[i].load(std::memory_order_acquire);
+    if (e & 1) epochs_[i].wait(e, std::memory_order_acquire);
+  }
+}
+
+absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,
+                                   off_t offset) {
+  if (length == 0) return PosixError(EINVAL, "umap: length is 0");
+  const int type = flags & MAP_TYPE;
+  if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE) {
+    return PosixError(EINVAL, "umap: flags must include MAP_SHARED (MAP_PRIVATE is not offered)");
+  }
+  const int kKnownFlags = MAP_TYPE | MAP_FIXED | MAP_FIXED_NOREPLACE |
+                          MAP_NORESERVE | MAP_POPULATE;
+  if ((flags & ~kKnownFlags) != 0) {
+    return PosixError(EINVAL, absl::StrCat("umap: unsupported flags 0x", absl::Hex(flags & ~kKnownFlags)));
+  }
+  if ((prot & ~(PROT_READ | PROT_WRITE)) != 0) {
+    return PosixError(EINVAL, "umap: prot may contain only PROT_READ and PROT_WRITE");
+  }
+  if (offset < 0 || static_cast<uint64_t>(offset) % geo_.block_size != 0) {
+    return PosixError(EINVAL, absl::StrCat("umap: offset ", offset,
+                                           " is not a multiple of the block size ",
+                                           geo_.block_size));
+  }
+  const bool fixed = (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) != 0;
+  if (fixed && (reinterpret_cast<uintptr_t>(addr) % page_size_) != 0) {
+    return PosixError(EINVAL, "umap: MAP_FIXED address is not page-aligned");
+  }
+  const bool writable = (prot & PROT_WRITE) != 0;
+  ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                   env_->AdoptFd(fd, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly));
+  ASSIGN_OR_RETURN(uint64_t file_size, file->Size());
+  const size_t region = RoundUp(length, geo_.block_size);
+  // A writable region must be readable for UFFDIO_COPY'd pages to make sense to the app.
+  int region_prot = writable ? (PROT_READ | PROT_WRITE) : prot;
+  ASSIGN_OR_RETURN(char* base, ReserveRegion(addr, region, region_prot, fixed));
+  if (int err = uffd_->Register(base, region, writable)) {
+    ReleaseRegion(base, region);
+    return PosixError(err, "UFFDIO_REGISTER of the mapping");
+  }
+  absl::MutexLock l(&mu_);
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else if (slot_high_.load() < kMaxMappings) {
+    slot = slot_high_.load();
+  } else {
+    uffd_->Unregister(base, region);
+    ReleaseRegion(base, region);
+    return PosixError(ENOMEM, absl::StrCat("umap: more than ", kMaxMappings, " mappings"));
+  }
+  Mapping::Params p{base, length, region, static_cast<uint64_t>(offset), file_size, writable,
+                    slot};
+  auto* m = new Mapping(this, p, std::move(file));
+  slots_[slot].store(m, std::memory_order_release);
+  if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
+  return static_cast<void*>(base);
+}
+
+absl::StatusOr<Mapping*> Runtime::Lookup(void* addr, size_t length, bool exact) {
+  const uint64_t a = reinterpret_cast<uint64_t>(addr);
+  for (uint32_t i = 0; i < slot_high_.load(); ++i) {
+    Mapping* m = slots_[i].load();
+    if (m == nullptr || !m->Contains(a)) continue;
+    const uint64_t base = reinterpret_cast<uint64_t>(m->base());
+    if (exact && (a != base || RoundUp(length, page_size_) != RoundUp(m->length(), page_size_))) {
+      return PosixError(EINVAL, "uunmap: addr/length must name one whole mapping");
+    }
+    if (a - base + length > m->region_length()) {
+      return PosixError(ENOMEM, "range runs past the end of the mapping");
+    }
+    return m;
+  }
+  return PosixError(ENOMEM, "address is not in a umap mapping");
+}
+
+bool Runtime::Owns(const void* addr, size_t) {
+  return FindMapping(reinterpret_cast<uint64_t>(addr)) != nullptr;
+}
+
+absl::Status Runtime::Sync(void* addr, size_t length) {
+  if (reinterpret_cast<uintptr_t>(addr) % page_size_ != 0) {
+    return PosixError(EINVAL, "umsync: addr is not page-aligned");
+  }
+  absl::ReaderMutexLock l(&mu_);
+  ASSIGN_OR_RETURN(Mapping * m, Lookup(addr, length, /*exact=*/false));
+  const uint64_t a = reinterpret_cast<uint64_t>(addr) - reinterpret_cast<uint64_t>(m->base());
+  const size_t bs = geo_.block_size;
+  return m->Sync(a / bs, (a + length + bs - 1) / bs);
+}
+
+absl::Status Runtime::Unmap(void* addr, size_t length) {
+  Mapping* m;
+  {
+    absl::ReaderMutexLock l(&mu_);
+    ASSIGN_OR_RETURN(m, Lookup(addr, length, /*exact=*/true));
+  }
+  // Write back first; on failure the mapping stays, so nothing is lost and the caller can
+  // retry. (uunmap racing another uunmap of the same mapping is a caller error, as with
+  // munmap; the per-mapping sync lock keeps even that from corrupting state.)
+  RETURN_IF_ERROR(m->Sync(0, m->blocks()));
+  {
+    absl::MutexLock l(&mu_);
+    if (slots_[m->slot()].load() != m) return PosixError(EINVAL, "uunmap: already unmapped");
+    slots_[m->slot()].store(nullptr, std::memory_order_release);
+  }
+  Destroy(m);
+  return absl::OkStatus();
+}
+
+void Runtime::Destroy(Mapping* m) {
+  uffd_->Unregister(m->base(), m->region_length());
+  slots_[m->slot()].store(nullptr, std::memory_order_release);
+  // After this no handler holds `m`: the ones inside a section when the slot was cleared
+  // have left it, and later ones cannot find it.
+  WaitForHandlers();
+  m->ReleaseAll();
+  ReleaseRegion(m->base(), m->region_length());
+  const uint32_t slot = m->slot();
+  delete m;
+  absl::MutexLock l(&mu_);
+  free_slots_.push_back(slot);
+}
+
+umap_stats Runtime::Stats() const {
+  umap_stats s = {};
+  s.faults_missing = counters_.faults_missing.load();
+  s.faults_wp = counters_.faults_wp.load();
+  s.blocks_read = counters_.blocks_read.load();
+  s.blocks_written = counters_.blocks_written.load();
+  s.evictions = counters_.evictions.load();
+  s.dirty_evictions = counters_.dirty_evictions.load();
+  s.io_errors = counters_.io_errors.load();
+  s.sigbus_raised = counters_.sigbus.load();
+  s.cache_bytes_used =
+      (static_cast<uint64_t>(pool_.resident()) + shadows_.in_use()) * geo_.block_size;
+  s.cache_bytes_peak = static_cast<uint64_t>(pool_.peak_resident()) * geo_.block_size +
+                       static_cast<uint64_t>(shadows_.count()) * geo_.block_size;
+  s.cache_bytes_limit =
+      (static_cast<uint64_t>(geo_.cache_blocks) + geo_.shadow_blocks) * geo_.block_size;
+  return s;
+}
+
+}  // namespace umap::runtime

@@ -1,0 +1,122 @@
+// Runtime: one bounded cache, one userfaultfd, its handler and write-back threads, and the
+// mappings they serve. umap_runtime in the C API is a Runtime.
+//
+// Threads: Map/Unmap/Sync may be called from any application thread. Faults are resolved by
+// `handler_threads` threads reading the userfaultfd; evicted dirty blocks are written by
+// `writeback_threads` threads. The fault path takes no global lock and does not allocate:
+// mapping lookup is a scan of an atomic slot array, block state lives in per-block atomic
+// entries, and the pool, thread references and shadows are lock-free.
+//
+// Mapping lifetime: handler threads read mapping pointers only inside a "critical section"
+// marked by their epoch counter (odd = inside). Unmap clears the mapping's slot, then waits
+// until every handler has left the section it was in (quiescent-state reclamation), so no
+// handler can hold a pointer to a mapping that is being freed.
+#ifndef UMAP_RUNTIME_RUNTIME_H_
+#define UMAP_RUNTIME_RUNTIME_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/block_pool.h"
+#include "runtime/options.h"
+#include "runtime/shadow_pool.h"
+#include "runtime/thread_refs.h"
+#include "runtime/uffd.h"
+#include "umap/umap_types.h"
+
+namespace umap::runtime {
+
+class Mapping;
+
+// Counters (relaxed atomics; a snapshot is approximate while faults run).
+struct Counters {
+  std::atomic<uint64_t> faults_missing{0}, faults_wp{0}, blocks_read{0}, blocks_written{0},
+      evictions{0}, dirty_evictions{0}, io_errors{0}, sigbus{0}, stale_faults{0},
+      pool_waits{0};
+};
+
+class Runtime {
+ public:
+  static constexpr uint32_t kMaxMappings = 4096;
+
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeOptions& options);
+  ~Runtime();  // unmaps what is left (errors logged), stops threads
+
+  // mmap()-like; see include/umap/umap.h for the rules. Errors carry the errno (PosixError).
+  absl::StatusOr<void*> Map(void* addr, size_t length, int prot, int flags, int fd,
+                            off_t offset);
+  // Writes back, then removes the mapping that starts at addr (exactly `length` long).
+  absl::Status Unmap(void* addr, size_t length);
+  // Writes back and fdatasyncs the dirty blocks of [addr, addr+length).
+  absl::Status Sync(void* addr, size_t length);
+  // True when [addr, addr+length) lies inside one of this runtime's mappings.
+  bool Owns(const void* addr, size_t length);
+
+  umap_stats Stats() const;
+
+  // --- internal, used by Mapping and tests ---
+  const Geometry& geometry() const { return geo_; }
+  Uffd& uffd() { return *uffd_; }
+  BlockPool& pool() { return pool_; }
+  ThreadRefs& refs() { return refs_; }
+  ShadowPool& shadows() { return shadows_; }
+  Counters& counters() { return counters_; }
+  Env* env() const { return env_; }
+  size_t page_size() const { return page_size_; }
+
+  // Acquires a cache block for a fill, evicting another block if needed. kNone only when
+  // none could be freed (all busy, or every candidate dirty with no shadow free).
+  uint32_t AcquireBlock();
+
+ private:
+  struct HandlerCtx;
+  Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd);
+  absl::Status Start();
+  void HandlerLoop(int id);
+  void WriteBackLoop();
+  void HandleFault(HandlerCtx& ctx, const uffd_msg& msg);
+  Mapping* FindMapping(uint64_t addr) const;
+  bool EvictOwner(uint32_t cb, uint64_t owner);
+  // Waits until no handler is inside the critical section it was in when called.
+  void WaitForHandlers();
+  absl::StatusOr<Mapping*> Lookup(void* addr, size_t length, bool exact)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Destroy(Mapping* m);
+
+  // Const after construction.
+  const RuntimeOptions options_;
+  const Geometry geo_;
+  const size_t page_size_;
+  Env* const env_;
+  std::unique_ptr<Uffd> uffd_;
+  int stop_fd_ = -1;  // eventfd that wakes the handlers for shutdown
+
+  BlockPool pool_;
+  ThreadRefs refs_;
+  ShadowPool shadows_;
+  Counters counters_;
+
+  // Mapping slots read lock-free by handlers; written under mu_.
+  std::atomic<Mapping*> slots_[kMaxMappings] = {};
+  std::atomic<uint32_t> slot_high_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> epochs_;
+
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> handlers_;
+  std::vector<std::thread> writers_;
+
+  absl::Mutex mu_;  // map/unmap and the slot table; never taken on the fault path
+  std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_RUNTIME_H_

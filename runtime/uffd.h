@@ -1,0 +1,68 @@
+// Uffd: the userfaultfd file descriptor and its ioctls; with region.cc the only code that
+// issues userfaultfd or mmap system calls.
+//
+// Thread safety: every method may be called from any thread concurrently (the kernel
+// serialises what needs it). Methods return errno values (0 = success) rather than Status
+// because they sit on the fault path, where building a Status message would allocate; the
+// slow paths that report errors wrap them with PosixError.
+#ifndef UMAP_RUNTIME_UFFD_H_
+#define UMAP_RUNTIME_UFFD_H_
+
+#include <linux/userfaultfd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+
+namespace umap::runtime {
+
+class Uffd {
+ public:
+  // Opens a non-blocking, close-on-exec userfaultfd and negotiates THREAD_ID and
+  // PAGEFAULT_FLAG_WP (plus POISON when the kernel has it). Fails with kUnavailable
+  // (ENOSYS/EPERM) when userfaultfd is unusable, naming vm.unprivileged_userfaultfd.
+  static absl::StatusOr<std::unique_ptr<Uffd>> Open();
+  ~Uffd();
+
+  int fd() const { return fd_; }
+  bool has_poison() const { return (features_ & kPoisonBit) != 0; }
+  uint64_t features() const { return features_; }
+
+  // Registers [addr, addr+len) for MISSING faults, and WP faults when `write_protect`.
+  int Register(void* addr, size_t len, bool write_protect);
+  int Unregister(void* addr, size_t len);
+
+  // Installs len bytes from src at dst (page-aligned); with `write_protect` the pages are
+  // installed read-only so the first write faults. Wakes the faulting threads unless
+  // `dont_wake`. EEXIST when a page is already there.
+  int Copy(void* dst, const void* src, size_t len, bool write_protect, bool dont_wake = false);
+  // Sets or clears write protection on a range; clearing wakes threads blocked on it.
+  int WriteProtect(void* addr, size_t len, bool protect);
+  int Wake(void* addr, size_t len);
+  // Makes accesses to the (missing) pages raise SIGBUS; wakes the blocked threads.
+  int Poison(void* addr, size_t len);
+
+  // Reads up to `max` pending messages without blocking; returns the count, 0 when none,
+  // or -errno.
+  int Read(uffd_msg* msgs, int max);
+
+ private:
+  static constexpr uint64_t kPoisonBit = 1ull << 14;
+  Uffd(int fd, uint64_t features) : fd_(fd), features_(features) {}
+  const int fd_;
+  const uint64_t features_;
+};
+
+// Address-space helpers (the only mmap/madvise calls of the runtime).
+// Reserves an anonymous private region for a mapping: never inherited by fork() children
+// (MADV_DONTFORK), no transparent huge pages. `fixed` maps exactly at addr.
+absl::StatusOr<char*> ReserveRegion(void* addr, size_t len, int prot, bool fixed);
+void ReleaseRegion(char* base, size_t len);
+// Drops the pages of [addr, addr+len) (MADV_DONTNEED): the next access faults again.
+int DiscardPages(void* addr, size_t len);
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_UFFD_H_

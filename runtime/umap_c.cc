@@ -1,0 +1,158 @@
+// The C API: thin wrappers that turn Status into errno and find the runtime of an address.
+//
+// The C functions are defined inside namespace umap::c_api with C linkage: their symbols are
+// the plain C names, while in C++ the function umap() does not collide with namespace umap
+// (a scope cannot hold both). Inside, the namespace is always spelled ::umap.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "runtime/runtime.h"
+#include "umap/umap_types.h"
+
+struct umap_runtime {
+  std::unique_ptr<::umap::runtime::Runtime> rt;
+};
+
+namespace umap::c_api {
+namespace {
+
+using ::umap::ErrnoFromStatus;
+
+// Every live runtime, so that uunmap/umsync can find the one serving an address.
+absl::Mutex g_mu;
+std::vector<umap_runtime*>& Runtimes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
+  static auto* v = new std::vector<umap_runtime*>();
+  return *v;
+}
+
+umap_runtime* FindRuntime(const void* addr, size_t len) {
+  absl::MutexLock l(&g_mu);
+  for (umap_runtime* r : Runtimes()) {
+    if (r->rt->Owns(addr, len)) return r;
+  }
+  return nullptr;
+}
+
+int Fail(const absl::Status& s) {
+  errno = ErrnoFromStatus(s);
+  UMAP_LOG(kInfo, s.ToString());
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+int umap_config_init(umap_config* config);
+
+umap_runtime* umap_runtime_create(const umap_config* config) {
+  if (config == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto rt = ::umap::runtime::Runtime::Create(
+      ::umap::runtime::RuntimeOptions::FromConfig(*config));
+  if (!rt.ok()) {
+    UMAP_LOG(kError, "umap_runtime_create: ", rt.status().ToString());
+    errno = ErrnoFromStatus(rt.status());
+    return nullptr;
+  }
+  auto* r = new (std::nothrow) umap_runtime{std::move(*rt)};
+  if (r == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  absl::MutexLock l(&g_mu);
+  Runtimes().push_back(r);
+  return r;
+}
+
+int umap_runtime_destroy(umap_runtime* r) {
+  if (r == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  {
+    absl::MutexLock l(&g_mu);
+    auto& v = Runtimes();
+    v.erase(std::remove(v.begin(), v.end(), r), v.end());
+  }
+  delete r;
+  return 0;
+}
+
+umap_runtime* umap_default_runtime(void) {
+  static umap_runtime* def = [] {
+    umap_config c;
+    if (umap_config_init(&c) != 0) return static_cast<umap_runtime*>(nullptr);
+    return umap_runtime_create(&c);
+  }();
+  if (def == nullptr) errno = errno ? errno : EINVAL;
+  return def;
+}
+
+void* umap_ex(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
+              off_t offset) {
+  if (r == nullptr) {
+    errno = EINVAL;
+    return MAP_FAILED;
+  }
+  auto p = r->rt->Map(addr, length, prot, flags, fd, offset);
+  if (!p.ok()) {
+    Fail(p.status());
+    return MAP_FAILED;
+  }
+  return *p;
+}
+
+void* umap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  umap_runtime* r = umap_default_runtime();
+  if (r == nullptr) return MAP_FAILED;
+  return umap_ex(r, addr, length, prot, flags, fd, offset);
+}
+
+int uunmap(void* addr, size_t length) {
+  umap_runtime* r = FindRuntime(addr, length);
+  if (r == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  absl::Status s = r->rt->Unmap(addr, length);
+  return s.ok() ? 0 : Fail(s);
+}
+
+int umsync(void* addr, size_t length, int flags) {
+  if ((flags & ~(MS_SYNC | MS_ASYNC)) != 0 || (flags & MS_SYNC && flags & MS_ASYNC)) {
+    errno = EINVAL;
+    return -1;
+  }
+  umap_runtime* r = FindRuntime(addr, length);
+  if (r == nullptr) {
+    errno = ENOMEM;
+    return -1;
+  }
+  absl::Status s = r->rt->Sync(addr, length);
+  return s.ok() ? 0 : Fail(s);
+}
+
+int umap_get_stats(umap_runtime* r, umap_stats* out) {
+  if (r == nullptr || out == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  *out = r->rt->Stats();
+  return 0;
+}
+
+}  // extern "C"
+
+}  // namespace umap::c_api

@@ -1,0 +1,65 @@
+// WriteBack: the one seam through which dirty blocks leave the cache.
+//
+// The runtime captures block images (eviction: into a shadow buffer; umsync: into a sync
+// batch) and hands them here. DirectWriteBack writes them straight to the backing File (no
+// crash protection beyond mmap's); the journal's sinks (journal/) put the write-ahead
+// journal in exactly this path. Images of one block reach a WriteBack in capture order and
+// never two at once (the runtime guarantees it with its entry locks).
+#ifndef UMAP_RUNTIME_WRITE_BACK_H_
+#define UMAP_RUNTIME_WRITE_BACK_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "umap/env.h"
+
+namespace umap::runtime {
+
+struct BlockImage {
+  uint64_t block;
+  absl::Span<const char> data;  // block bytes, clipped at end of file
+};
+
+class WriteBack {
+ public:
+  virtual ~WriteBack() = default;
+
+  // An evicted dirty block (called from a background write-back thread). When it returns OK
+  // the image is safe in the sense of the policy: written to the file (relaxed), or staged
+  // in the journal (atomic, then keeps_evicted() is true and ReadEvicted serves it).
+  virtual absl::Status Evicted(const BlockImage& image) = 0;
+
+  // True when evicted images stay with this sink until a sync (atomic policy): a later miss
+  // on such a block must read it through ReadEvicted, not from the file.
+  virtual bool keeps_evicted() const { return false; }
+  // Fills dst with the evicted image of `block`; false when the sink holds none.
+  virtual absl::StatusOr<bool> ReadEvicted(uint64_t /*block*/, absl::Span<char> /*dst*/) {
+    return false;
+  }
+
+  // umsync: makes `images` (captured from the cache, ascending block order) and every
+  // evicted image the sink keeps for blocks in [first, end) durable in the file. OK only
+  // when all of them are written and the file is fdatasync'ed. On error nothing is lost:
+  // the caller keeps the captured blocks dirty, and kept images stay kept.
+  virtual absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first,
+                            uint64_t end) = 0;
+};
+
+// Writes images straight to the file, merging runs of adjacent blocks into one write.
+class DirectWriteBack final : public WriteBack {
+ public:
+  DirectWriteBack(File* file, uint64_t block_size) : file_(file), block_size_(block_size) {}
+  absl::Status Evicted(const BlockImage& image) override;
+  absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
+
+ private:
+  File* const file_;
+  const uint64_t block_size_;
+};
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_WRITE_BACK_H_

@@ -1,0 +1,126 @@
+// Multi-threaded reads and writes through a cache 1/8 of the file, checked against an
+// independent reference: each thread owns interleaved 64-byte stripes of the file, keeps the
+// bytes it expects in its own shadow copy, and checks every read of its stripes against it.
+// Stripes of different threads share blocks, so blocks are faulted, dirtied, captured and
+// evicted under contention. The file is compared byte for byte after uunmap.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/runtime/test_file.h"
+#include "umap/umap.h"
+
+namespace umaptest {
+namespace {
+
+constexpr size_t kStripe = 64;
+
+struct Params {
+  size_t block_size;
+  unsigned handlers;
+  int threads;
+};
+
+class ConcurrencyTest : public ::testing::TestWithParam<Params> {};
+
+TEST_P(ConcurrencyTest, RandomReadsAndWritesMatchTheReference) {
+  const Params prm = GetParam();
+  const size_t size = 8u << 20;
+  TempDir dir;
+  const std::string path = dir.File("f");
+  int fd = MakePatternFile(path, size);
+  ASSERT_GE(fd, 0);
+  umap_config c;
+  ASSERT_EQ(umap_config_init(&c), 0);
+  c.cache_bytes = size / 8;
+  c.block_size = prm.block_size;
+  c.handler_threads = prm.handlers;
+  umap_runtime* rt = umap_runtime_create(&c);
+  ASSERT_NE(rt, nullptr) << std::strerror(errno);
+  char* p = static_cast<char*>(umap_ex(rt, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
+
+  const int T = prm.threads;
+  const size_t stripes = size / kStripe;
+  std::vector<std::vector<char>> expected(T, Pattern(size));
+  std::atomic<int> mismatches{0};
+  std::atomic<int> sync_errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < T; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(0x9e3779b97f4a7c15ull * (t + 1) + prm.block_size);
+      std::vector<char>& mine = expected[t];
+      for (int op = 0; op < 6000; ++op) {
+        // A random stripe owned by this thread.
+        size_t s = (rng() % (stripes / T)) * T + t;
+        size_t off = s * kStripe + rng() % kStripe;
+        size_t len = 1 + rng() % (kStripe - off % kStripe);
+        switch (rng() % 10) {
+          case 0: case 1: case 2: case 3: {  // write
+            for (size_t i = 0; i < len; ++i) {
+              char v = static_cast<char>(rng());
+              p[off + i] = v;
+              mine[off + i] = v;
+            }
+            break;
+          }
+          case 4:
+            if (t == 0 && op % 500 == 0 && umsync(p, size, MS_SYNC) != 0) ++sync_errors;
+            break;
+          default:  // read
+            if (std::memcmp(p + off, mine.data() + off, len) != 0) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(sync_errors.load(), 0);
+  umap_stats st;
+  ASSERT_EQ(umap_get_stats(rt, &st), 0);
+  EXPECT_LE(st.cache_bytes_peak, st.cache_bytes_limit);
+  EXPECT_LE(st.cache_bytes_limit, size / 8);
+  EXPECT_GT(st.dirty_evictions, 0u);
+  EXPECT_GT(st.faults_wp, 0u);
+  ASSERT_EQ(uunmap(p, size), 0) << std::strerror(errno);
+
+  // Merge the per-thread references: stripe s belongs to thread s % T.
+  std::vector<char> want = Pattern(size);
+  for (size_t s = 0; s < stripes; ++s) {
+    const std::vector<char>& owner = expected[s % T];
+    std::memcpy(want.data() + s * kStripe, owner.data() + s * kStripe, kStripe);
+  }
+  std::vector<char> got = ReadAll(path);
+  ASSERT_EQ(got.size(), size);
+  size_t first_bad = size;
+  for (size_t i = 0; i < size; ++i) {
+    if (got[i] != want[i]) {
+      first_bad = i;
+      break;
+    }
+  }
+  EXPECT_EQ(first_bad, size) << "file differs from the reference first at byte " << first_bad;
+  ::close(fd);
+  EXPECT_EQ(umap_runtime_destroy(rt), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Geometries, ConcurrencyTest,
+    ::testing::Values(Params{4096, 2, 4}, Params{4096, 1, 6}, Params{16384, 2, 4},
+                      Params{65536, 3, 8}),
+    [](const ::testing::TestParamInfo<Params>& i) {
+      return "block" + std::to_string(i.param.block_size) + "_handlers" +
+             std::to_string(i.param.handlers) + "_threads" + std::to_string(i.param.threads);
+    });
+
+}  // namespace
+}  // namespace umaptest
