@@ -46,7 +46,7 @@ cleanup() {
     fi
   fi
   if ! awk -v m="$MNT" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; then
-    if ((FAILED == 0 && rc == 0)); then rm -rf "$WORK"; else rmdir "$MNT" 2>/dev/null || true; fi
+    if ((FAILED == 0 && (rc == 0 || rc == 77))); then rm -rf "$WORK"; else rmdir "$MNT" 2>/dev/null || true; fi
   fi
   exit "$rc"
 }
