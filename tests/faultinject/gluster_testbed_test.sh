@@ -62,8 +62,8 @@ up() {
     say "SKIP: GlusterFS cannot run here: $(grep -m1 'error:' "$err" | sed 's/.*error: //')"
     exit 77
   fi
+  UP=1   # from here on, cleanup runs down (a no-op if nothing is up)
   ((rc == 0)) || fail "bring-up failed with exit code $rc"
-  UP=1
   [[ $(cat "$WORK/up.out") == "$MNT" ]] || fail "bring-up printed '$(cat "$WORK/up.out")', not $MNT"
   awk -v m="$MNT" '$2 == m && $3 == "fuse.glusterfs" { f = 1 } END { exit !f }' /proc/mounts ||
     fail "$MNT is not a fuse.glusterfs mount after bring-up"
