@@ -75,15 +75,18 @@ read_block() {
     status=none 2>"$WORK/read.err"
 }
 
-# time_reads N: milliseconds for N O_DIRECT 4 KiB reads, all must succeed.
+# time_reads N [SKIP]: milliseconds for N O_DIRECT 4 KiB reads in one process
+# (one read syscall, so one gluster READ, each); all must succeed. One
+# process, because fork+exec per read is noisy on a loaded machine.
 time_reads() {
-  local i t0
+  local t0
   t0=$(now_ms)
-  for ((i = 0; i < $1; i++)); do
-    read_block $(((i * 37) % 1024)) || fail "read $i failed: $(cat "$WORK/read.err")"
-  done
+  timeout 120 dd if="$MNT/data" of=/dev/null bs=4k count="$1" skip="${2:-0}" iflag=direct \
+    status=none 2>"$WORK/read.err" || fail "O_DIRECT reads failed: $(cat "$WORK/read.err")"
   echo $(($(now_ms) - t0))
 }
+
+min() { if (($1 < $2)); then echo "$1"; else echo "$2"; fi; }
 
 write_data() {  # 4 MiB of random data through the mount, O_DIRECT + fsync
   head -c 4M /dev/urandom >"$WORK/data.src"
@@ -150,15 +153,17 @@ test_single() {
   check_data
   say "O_DIRECT write + read back of 4 MiB ok"
 
-  # Latency: 20 reads, each delayed by 20 ms, must take >= 300 ms longer.
-  base=$(time_reads 20)
-  "$TB" delay --name "$NAME" --percent 100 --usec 20000 --fops READ || fail "delay on failed"
-  slow=$(time_reads 20)
+  # Latency: 20 reads, each delayed by 50 ms, take at least 1 s, and at least
+  # 0.5 s more than without the delay (best of two runs each side).
+  base=$(min "$(time_reads 20 0)" "$(time_reads 20 100)")
+  "$TB" delay --name "$NAME" --percent 100 --usec 50000 --fops READ || fail "delay on failed"
+  slow=$(time_reads 20 200)
   "$TB" delay --name "$NAME" --off || fail "delay off failed"
-  fast=$(time_reads 20)
-  say "20 direct reads: ${base} ms before, ${slow} ms with 20 ms delay, ${fast} ms after"
-  ((slow >= base + 300)) || fail "delay not measurable: ${base} ms -> ${slow} ms"
-  ((fast + 200 <= slow)) || fail "delay did not go away: ${slow} ms -> ${fast} ms"
+  fast=$(min "$(time_reads 20 300)" "$(time_reads 20 400)")
+  say "20 direct reads: ${base} ms before, ${slow} ms with 50 ms delay per read, ${fast} ms after"
+  ((slow >= 1000)) || fail "20 reads delayed by 50 ms each took only ${slow} ms"
+  ((slow >= base + 500)) || fail "delay not measurable: ${base} ms -> ${slow} ms"
+  ((fast + 500 <= slow)) || fail "delay did not go away: ${slow} ms -> ${fast} ms"
 
   # Errors: EIO on READ; gluster fails the first matching read, then 1 in 3-44.
   "$TB" errors --name "$NAME" --errno EIO --percent 100 --fops READ || fail "errors on failed"
