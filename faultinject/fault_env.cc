@@ -261,11 +261,10 @@ class FaultFile final : public File {
 
   // A successful Sync: every pending write not lost becomes durable.
   void CommitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(t_->mu) {
-    TrackedFile& t = *t_;
-    const uint64_t old_size = t.durable_size;
+    const uint64_t old_size = t_->durable_size;
     uint64_t new_size = old_size;
     bool any_lost = false;
-    for (const auto& w : t.pending) {
+    for (const auto& w : t_->pending) {
       if (w.lost) {
         any_lost = true;
       } else {
@@ -273,30 +272,30 @@ class FaultFile final : public File {
       }
     }
     if (!any_lost) {
-      t.base.Clear();
-      t.pending.clear();
-      t.durable_size = new_size;
+      t_->base.Clear();
+      t_->pending.clear();
+      t_->durable_size = new_size;
       return;
     }
     // Lost writes all precede the others (a kSyncLosesData Sync marks every pending write),
     // so replaying the kept ones over `base` in order gives the new durable content.
     std::vector<TrackedFile::Write> lost;
-    for (auto& w : t.pending) {
+    for (auto& w : t_->pending) {
       if (w.lost) {
         lost.push_back(std::move(w));
       } else {
-        t.base.Put(w.offset, std::move(w.data));
+        t_->base.Put(w.offset, std::move(w.data));
       }
     }
     // Lost bytes above the old durable size that the file now covers were never written:
     // a power cut leaves zeros (a hole) there.
     for (const auto& w : lost) {
-      for (auto [gb, ge] : t.base.Gaps(std::max(w.offset, old_size), std::min(w.end(), new_size))) {
-        t.base.Put(gb, std::string(ge - gb, '\0'));
+      for (auto [gb, ge] : t_->base.Gaps(std::max(w.offset, old_size), std::min(w.end(), new_size))) {
+        t_->base.Put(gb, std::string(ge - gb, '\0'));
       }
     }
-    t.pending = std::move(lost);
-    t.durable_size = new_size;
+    t_->pending = std::move(lost);
+    t_->durable_size = new_size;
   }
 
   FaultEnv* const env_;
@@ -557,6 +556,18 @@ absl::Status Truncate(const TruncateFn& hook, File& file, const std::string& pat
   return absl::OkStatus();
 }
 
+// Rewrites `path` to its surviving content: everything at or above `durable_size` is
+// unsynced, so cut it, then write back what is kept (a gap between kept ranges stays a
+// hole of zeros, as on a real file system).
+absl::Status WriteBack(Env* target, const TruncateFn& hook, const std::string& path,
+                       uint64_t durable_size, const RangeImage& image) {
+  ASSIGN_OR_RETURN(std::unique_ptr<File> file, target->OpenFile(path, OpenMode::kReadWrite));
+  ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  if (size > durable_size) RETURN_IF_ERROR(Truncate(hook, *file, path, durable_size));
+  for (const auto& [offset, bytes] : image.ranges()) RETURN_IF_ERROR(file->WriteAt(offset, bytes));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status FaultEnv::DropUnsyncedData(const DropOptions& options) {
@@ -596,17 +607,7 @@ absl::Status FaultEnv::DropUnsyncedData(const DropOptions& options) {
         new_size = std::max(new_size, end);
       }
     }
-    absl::Status s = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(std::unique_ptr<File> file, target()->OpenFile(t.path, OpenMode::kReadWrite));
-      ASSIGN_OR_RETURN(uint64_t size, file->Size());
-      // Everything above the durable size is unsynced: cut it, then write back what is kept
-      // (a gap between kept ranges stays a hole of zeros, as on a real file system).
-      if (size > t.durable_size) RETURN_IF_ERROR(Truncate(options_.truncate, *file, t.path, t.durable_size));
-      for (const auto& [offset, bytes] : image.ranges()) {
-        RETURN_IF_ERROR(file->WriteAt(offset, bytes));
-      }
-      return absl::OkStatus();
-    }();
+    absl::Status s = WriteBack(target(), options_.truncate, t.path, t.durable_size, image);
     if (!s.ok() && first_error.ok()) first_error = s;
     t.base.Clear();
     t.pending.clear();
