@@ -114,6 +114,7 @@ struct Fault {
     return std::move(*this);
   }
 
+  // Any kind (table-driven tests); FailNext/FailOneIn validate the combination.
   static Fault Of(FaultKind kind, int err) {
     Fault f;
     f.kind = kind;
@@ -181,7 +182,8 @@ class FaultEnv : public EnvWrapper {
   // --- Arming. Each op has at most one rule; arming replaces it. ---
   // Fails the next `count` matching calls of `op`. Errors: kInvalidArgument when the kind
   // does not apply to `op` (torn: kWrite; short/truncated read: kRead; sync-loses: kSync;
-  // kPowerCut never), count < 1, or err < 0 (err == 0 only for kStall and kTruncatedRead).
+  // kPowerCut never), when count < 1, or when err <= 0 (0 is allowed for kStall, meaning
+  // "proceed after the stall", and ignored for kTruncatedRead).
   absl::Status FailNext(Op op, int count, Fault fault);
   // Fails each matching call of `op` with probability 1/n, drawn from `seed`: the same seed
   // and the same sequence of calls give the same failures. n == 1 fails every call.
