@@ -336,16 +336,9 @@ void Journal::PoisonLocked(const absl::Status& cause) {
   UMAP_LOG(kError, poison_.message());
 }
 
-absl::Status Journal::poisoned() const {
+absl::Status Journal::poisoned() {
   absl::MutexLock l(&mu_);
-  if (poison_.ok()) {
-    absl::Status background = listener_->first();
-    if (!background.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("journal ", dir_, " poisoned by ", background.message()));
-    }
-  }
-  return poison_;
+  return WritableLocked();
 }
 
 bool Journal::ConflictsLocked(const Claim& claim) const {
@@ -745,10 +738,8 @@ std::vector<std::pair<uint64_t, Journal::PendingTxn>> Journal::TakeDeletableLock
 std::vector<uint64_t> Journal::PendingLsns() const {
   absl::MutexLock l(&mu_);
   std::vector<uint64_t> out;
-  out.reserve(unapplied_);
-  for (const auto& [lsn, t] : pending_) {
-    if (!t.applied) out.push_back(lsn);
-  }
+  out.reserve(pending_.size());
+  for (const auto& [lsn, t] : pending_) out.push_back(lsn);
   return out;
 }
 
@@ -815,7 +806,8 @@ Journal::Stats Journal::stats() const {
     st.bytes_written = bytes_written_;
     st.staged_bytes = staged_bytes_;
     st.staged_blocks = staged_.size();
-    st.pending_txns = unapplied_;
+    st.pending_txns = pending_.size();
+    st.unapplied_txns = unapplied_;
     st.mappings = mappings_.size();
   }
   st.wal_syncs = statistics_->getTickerCount(rocksdb::WAL_FILE_SYNCED);

@@ -9,8 +9,8 @@
 //                    crash). The caller then applies the returned block images to the file
 //                    and fdatasyncs it;
 //   MarkApplied      after that fdatasync: the records are deleted lazily (no sync);
-//   PendingLsns / ReadTransaction / PendingTransactions  committed, not applied, in LSN
-//                    order: what recovery or a background retry must (re)apply.
+//   PendingLsns / ReadTransaction / PendingTransactions  committed transactions whose
+//                    records remain, in LSN order: what recovery or a retry (re)applies.
 //
 // Threads: every method may be called from any thread, concurrently. Commits of different
 // threads share fsyncs (RocksDB write groups). Operations that touch the same staged block
@@ -109,7 +109,8 @@ class Journal {
     uint64_t bytes_written = 0;  // bytes of WriteBatches this journal wrote successfully
     uint64_t staged_bytes = 0;   // staged image bytes now (counted against the quota)
     uint64_t staged_blocks = 0;
-    uint64_t pending_txns = 0;   // committed, not yet marked applied
+    uint64_t pending_txns = 0;   // committed, records still in the journal (PendingLsns)
+    uint64_t unapplied_txns = 0; // committed, not yet marked applied
     uint64_t mappings = 0;
   };
 
@@ -167,30 +168,34 @@ class Journal {
   absl::StatusOr<Transaction> Commit(uint64_t mapping_id, absl::Span<const BlockWrite> blocks,
                                      uint64_t first_block, uint64_t end_block);
 
-  // Marks committed transactions as applied (their images are durable in the file). Their
-  // records are deleted in one batch, without sync: re-applying a block image is idempotent.
-  // May be called in any order: the records of an applied transaction are kept until no
-  // older, unapplied transaction of its mapping shares a block with it, so that a replay
-  // after a crash can never roll such a block back. Marking an already applied LSN is OK.
-  // kNotFound: an LSN that is not pending (nothing is marked then).
+  // Marks committed transactions as applied (their images are durable in the file).
+  // REQUIRES: for each block, the caller applies transactions in LSN order.
+  // Their records are deleted in one batch, without sync: re-applying a block image is
+  // idempotent. May be called in any order: the records of an applied transaction are kept
+  // until no older, unapplied transaction of its mapping shares a block with it, so that a
+  // replay (after a crash, or of PendingLsns) can never roll such a block back. Marking an
+  // LSN twice is OK. kNotFound: an LSN that is not pending (nothing is marked then).
   absl::Status MarkApplied(uint64_t lsn);
   absl::Status MarkApplied(absl::Span<const uint64_t> lsns);
 
-  // Committed transactions not yet marked applied, in LSN order.
+  // The committed transactions whose records are still in the journal, in LSN order: every
+  // one not yet marked applied, and any marked one kept because an older unmarked one
+  // shares a block with it. This is what a reopen finds. Replaying all of them in LSN order
+  // over a file to which transactions were applied in LSN order gives the committed state.
   std::vector<uint64_t> PendingLsns() const;
   // Reads one committed transaction with its images (verified against their CRCs).
   // kNotFound: no such transaction (never committed, or applied and deleted). kDataLoss:
   // a record is corrupt or missing.
   absl::StatusOr<Transaction> ReadTransaction(uint64_t lsn);
-  // ReadTransaction of every PendingLsns() entry, in LSN order. Holds all images in memory:
-  // recovery of a large journal should iterate PendingLsns instead. A transaction marked
-  // applied while this runs is left out.
+  // ReadTransaction of every PendingLsns() entry. Holds all images in memory: recovery of a
+  // large journal should iterate PendingLsns instead. A transaction deleted while this runs
+  // (marked applied) is left out.
   absl::StatusOr<std::vector<Transaction>> PendingTransactions();
 
   std::vector<MappingInfo> Mappings() const;
   Stats stats() const;
   // OK, or the kFailedPrecondition status that write calls return.
-  absl::Status poisoned() const;
+  absl::Status poisoned();
   const std::string& dir() const { return dir_; }
 
  private:
