@@ -36,6 +36,7 @@ class CacheEntryTable {
   // A decoded view of an entry value.
   struct Entry {
     uint64_t v = 0;
+    bool locked() const { return v & kLock; }  // only in values from Load()
     bool present() const { return v & kPresent; }
     bool dirty() const { return v & kDirty; }
     bool shadow() const { return v & kShadow; }

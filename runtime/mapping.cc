@@ -298,7 +298,11 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   std::vector<Captured> captured;
   absl::Status status;
   for (uint64_t b = first; b < end && status.ok(); ++b) {
-    if (!table_.Load(b).dirty()) continue;  // a block dirtied from now on is not ours to sync
+    // Skip clean blocks without locking them. A locked entry may be a fill or first-write
+    // fault whose thread was already woken (UFFDIO_COPY / WRITEPROTECT wake before the entry
+    // is published) and has written, even returned to call this umsync: wait for it.
+    Table::Entry peek = table_.Load(b);
+    if (!peek.dirty() && !peek.locked()) continue;
     Table::Entry e = table_.Lock(b);
     if (!(e.present() && e.dirty())) {
       table_.Unlock(b, e.v);

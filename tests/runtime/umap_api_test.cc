@@ -318,3 +318,41 @@ TEST(UmapConfig, BadGeometryIsEinval) {
 
 }  // namespace
 }  // namespace umaptest
+
+// The C++ RAII layer.
+#include "umap/umap.hpp"
+
+namespace umaptest {
+namespace {
+
+TEST(UmapCpp, MappingUnmapsAndWritesBackOnDestruction) {
+  TempDir dir;
+  int fd = MakePatternFile(dir.File("f"), 64 * 4096);
+  ASSERT_GE(fd, 0);
+  auto config = Umap::Runtime::DefaultConfig();
+  ASSERT_TRUE(config.ok());
+  config->cache_bytes = 16 * 4096;
+  auto rt = Umap::Runtime::Create(*config);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  {
+    auto m = Umap::Mapping::Open(rt->get(), fd, 64 * 4096, PROT_READ | PROT_WRITE);
+    ASSERT_TRUE(m.ok()) << m.status();
+    uint64_t* words = m->as<uint64_t>();
+    for (size_t i = 0; i < 64 * 4096 / 8; i += 512) words[i] = i;
+    EXPECT_TRUE(m->Sync(0, 4096).ok());
+  }
+  std::vector<char> want = Pattern(64 * 4096);
+  for (size_t i = 0; i < 64 * 4096 / 8; i += 512) std::memcpy(&want[i * 8], &i, 8);
+  EXPECT_EQ(ReadAll(dir.File("f")), want);
+  EXPECT_EQ(rt->Stats().cache_bytes_used, 0u) << "all cache blocks returned";
+  ::close(fd);
+}
+
+TEST(UmapCpp, OpenReportsTheErrno) {
+  auto m = Umap::Mapping::Open(nullptr, -1, 4096, PROT_READ);
+  EXPECT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();  // EBADF
+}
+
+}  // namespace
+}  // namespace umaptest
