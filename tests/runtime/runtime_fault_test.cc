@@ -1,0 +1,153 @@
+// Backend failures reach the application the way the contract says: a failed read raises
+// SIGBUS in the faulting thread (never a zero page), a failed write-back or fdatasync makes
+// umsync/uunmap return the errno while the data stays dirty in cache, and a later call
+// succeeds once the backend recovers. The backend faults come from faultinject::FaultEnv
+// wrapped around the real POSIX Env, so the production write-back path runs.
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/posix_error.h"
+#include "faultinject/fault_env.h"
+#include "runtime/runtime.h"
+#include "tests/runtime/test_file.h"
+
+namespace umap::runtime {
+namespace {
+
+using ::umap::faultinject::Fault;
+using ::umap::faultinject::FaultEnv;
+using ::umap::faultinject::Op;
+using ::umaptest::MakePatternFile;
+using ::umaptest::Pattern;
+using ::umaptest::PatternByte;
+using ::umaptest::ReadAll;
+
+constexpr size_t kBlock = 4096;
+
+#define ASSERT_TRUE_OK(expr)          \
+  do {                                \
+    absl::Status _s = (expr);         \
+    ASSERT_TRUE(_s.ok()) << _s;       \
+  } while (0)
+
+sigjmp_buf g_jump;
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) {
+  g_signal = sig;
+  siglongjmp(g_jump, 1);
+}
+int ProbeRead(const volatile char* p) {
+  struct sigaction sa = {}, old = {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGBUS, &sa, &old);
+  g_signal = 0;
+  if (sigsetjmp(g_jump, 1) == 0) (void)*p;
+  sigaction(SIGBUS, &old, nullptr);
+  return g_signal;
+}
+
+class RuntimeFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RuntimeOptions o;
+    o.cache_bytes = 32 * kBlock;
+    o.block_size = kBlock;
+    o.env = &env_;
+    auto rt = Runtime::Create(o);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    rt_ = std::move(*rt);
+    fd_ = MakePatternFile(dir_.File("f"), kSize);
+    ASSERT_GE(fd_, 0);
+    auto p = rt_->Map(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    ASSERT_TRUE(p.ok()) << p.status();
+    p_ = static_cast<char*>(*p);
+  }
+  void TearDown() override {
+    env_.ClearAll();
+    rt_.reset();
+    ::close(fd_);
+  }
+
+  static constexpr size_t kSize = 128 * kBlock;
+  ::umaptest::TempDir dir_;
+  FaultEnv env_{Env::Default()};
+  std::unique_ptr<Runtime> rt_;
+  int fd_ = -1;
+  char* p_ = nullptr;
+};
+
+TEST_F(RuntimeFaultTest, FailedReadRaisesSigbusNotAZeroPage) {
+  ASSERT_TRUE_OK(env_.FailNext(Op::kRead, 1, Fault::Error(EIO)));
+  EXPECT_EQ(ProbeRead(p_ + 5 * kBlock), SIGBUS);
+  EXPECT_EQ(rt_->Stats().io_errors, 1u);
+  EXPECT_EQ(ProbeRead(p_ + 6 * kBlock), 0) << "other blocks still read";
+  EXPECT_EQ(p_[6 * kBlock], PatternByte(6 * kBlock));
+}
+
+TEST_F(RuntimeFaultTest, FailedWriteBackMakesUmsyncReturnTheErrnoAndKeepsTheData) {
+  std::memset(p_ + 3 * kBlock, 'w', kBlock);
+  ASSERT_TRUE_OK(env_.FailNext(Op::kWrite, 1, Fault::Error(ENOSPC)));
+  absl::Status s = rt_->Sync(p_, kSize);
+  EXPECT_EQ(ErrnoFromStatus(s), ENOSPC) << s;
+  EXPECT_EQ(ReadAll(dir_.File("f"))[3 * kBlock], PatternByte(3 * kBlock));
+  // Space is back: the same data syncs, nothing was lost.
+  ASSERT_TRUE(rt_->Sync(p_, kSize).ok());
+  std::vector<char> want = Pattern(kSize);
+  std::memset(want.data() + 3 * kBlock, 'w', kBlock);
+  EXPECT_EQ(ReadAll(dir_.File("f")), want);
+}
+
+TEST_F(RuntimeFaultTest, FailedFdatasyncIsReportedAndTheNextSyncRewrites) {
+  std::memset(p_, 's', 100);
+  ASSERT_TRUE_OK(env_.FailNext(Op::kSync, 1, Fault::Error(EIO)));
+  EXPECT_EQ(ErrnoFromStatus(rt_->Sync(p_, kSize)), EIO);
+  // The block stays dirty: it is written again, not assumed durable.
+  uint64_t written = rt_->Stats().blocks_written;
+  ASSERT_TRUE(rt_->Sync(p_, kSize).ok());
+  EXPECT_EQ(rt_->Stats().blocks_written, written + 1);
+  EXPECT_EQ(ReadAll(dir_.File("f"))[99], 's');
+}
+
+TEST_F(RuntimeFaultTest, FailingEvictionWriteBacksAreRetriedAndNothingIsLost) {
+  // Fail the first 5 write-backs of evicted blocks; the write-back thread keeps the shadow
+  // and retries, and umsync reports the failure while it lasts.
+  ASSERT_TRUE_OK(env_.FailNext(Op::kWrite, 5, Fault::Error(EIO)));
+  std::vector<char> want = Pattern(kSize);
+  for (size_t b = 0; b < kSize / kBlock; ++b) {  // 4x the cache, all dirty
+    p_[b * kBlock + 7] = static_cast<char>(b);
+    want[b * kBlock + 7] = static_cast<char>(b);
+  }
+  EXPECT_GT(rt_->Stats().dirty_evictions, 0u);
+  absl::Status s;
+  for (int i = 0; i < 100; ++i) {  // retries back off 100 ms; allow a few seconds
+    s = rt_->Sync(p_, kSize);
+    if (s.ok()) break;
+    EXPECT_EQ(ErrnoFromStatus(s), EIO) << s;
+    ::usleep(50000);
+  }
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_GE(rt_->Stats().io_errors, 5u);
+  EXPECT_EQ(ReadAll(dir_.File("f")), want);
+}
+
+TEST_F(RuntimeFaultTest, UnmapThatCannotWriteBackKeepsTheMapping) {
+  p_[42] = 'u';
+  ASSERT_TRUE_OK(env_.FailNext(Op::kWrite, 1, Fault::Error(EIO)));
+  EXPECT_EQ(ErrnoFromStatus(rt_->Unmap(p_, kSize)), EIO);
+  EXPECT_EQ(p_[42], 'u') << "still mapped, still holding the data";
+  ASSERT_TRUE(rt_->Unmap(p_, kSize).ok());
+  EXPECT_EQ(ReadAll(dir_.File("f"))[42], 'u');
+}
+
+}  // namespace
+}  // namespace umap::runtime
