@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +132,13 @@ class PosixEnv final : public Env {
     int err = errno;
     ::close(fd);
     if (rc != 0) return PosixError(err, absl::StrCat("fsync dir ", path));
+    return absl::OkStatus();
+  }
+
+  absl::Status RemoveTree(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) return PosixError(ec.value(), absl::StrCat("remove ", path));
     return absl::OkStatus();
   }
 

@@ -67,6 +67,13 @@ class MemEnv final : public Env {
   }
   absl::Status CreateDir(const std::string&, mode_t) override { return absl::OkStatus(); }
   absl::Status SyncDir(const std::string&) override { return absl::OkStatus(); }
+  absl::Status RemoveTree(const std::string& path) override {
+    absl::MutexLock l(&mu_);
+    for (auto it = files_.begin(); it != files_.end();) {
+      it = (it->first == path || it->first.rfind(path + "/", 0) == 0) ? files_.erase(it) : ++it;
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<FileIdentity> IdentifyPath(const std::string& path) override {
     ASSIGN_OR_RETURN(auto f, OpenFile(path, OpenMode::kReadOnly));
     return f->Identify();

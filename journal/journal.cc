@@ -220,11 +220,11 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
                                                std::move(rocks_env), std::move(listener),
                                                std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
-  RETURN_IF_ERROR(journal->Recover());
+  RETURN_IF_ERROR(journal->Recover(options.keep_staged));
   return journal;
 }
 
-absl::Status Journal::Recover() {
+absl::Status Journal::Recover(bool keep_staged) {
   absl::MutexLock l(&mu_);
   rocksdb::ReadOptions ro;
 
@@ -304,6 +304,19 @@ absl::Status Journal::Recover() {
     it->Seek(ToSlice(begin));
     RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
     any_staged = it->Valid() && ToView(it->key()) < absl::string_view(end);
+  }
+  if (any_staged && keep_staged) {
+    // Reopened by the runtime that staged them: rebuild the staged index and its quota use.
+    const std::string begin = TagBegin(RecordTag::kStaged), end = TagEnd(RecordTag::kStaged);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    for (it->Seek(ToSlice(begin)); it->Valid() && ToView(it->key()) < absl::string_view(end);
+         it->Next()) {
+      ASSIGN_OR_RETURN(StagedBlock sb, DecodeStaged(ToView(it->key()), ToView(it->value())));
+      staged_[{sb.mapping_id, sb.block}] = sb.data.size();
+      staged_bytes_ += sb.data.size();
+    }
+    RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
+    return absl::OkStatus();
   }
   if (any_staged) {
     rocksdb::WriteBatch batch;

@@ -68,6 +68,9 @@ struct JournalOptions {
   Env* env = nullptr;
   // Bound on the bytes of staged (spilled, uncommitted) block images, all mappings together.
   uint64_t staged_quota_bytes = 1ull << 30;
+  // Open normally discards staged records (their cache is gone). A runtime that reopens its
+  // own journal after a write error still has the cache that refers to them: it keeps them.
+  bool keep_staged = false;
 };
 
 using MappingInfo = MappingRecord;
@@ -215,7 +218,7 @@ class Journal {
           std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
           std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db);
 
-  absl::Status Recover();
+  absl::Status Recover(bool keep_staged);
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
   // OK, or the poisoned status. Also picks up a background error seen by the listener.

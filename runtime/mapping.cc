@@ -333,6 +333,14 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   }
   if (status.ok()) {
     rt_->counters().blocks_written.fetch_add(captured.size(), std::memory_order_relaxed);
+    if (write_back_->keeps_evicted()) {
+      // The staged images of the range were committed and applied: the file has them.
+      for (uint64_t b = first; b < end; ++b) {
+        if (!table_.Load(b).staged()) continue;
+        Table::Entry e = table_.Lock(b);
+        table_.Unlock(b, e.v & ~Table::kStaged);
+      }
+    }
   } else {
     // Nothing is lost: the captured blocks become dirty again (and writable, keeping
     // dirty <=> unprotected) so that a later umsync writes them.

@@ -64,6 +64,7 @@ class Mapping {
   File* file() { return file_.get(); }
 
   void set_write_back(std::unique_ptr<WriteBack> wb) { write_back_ = std::move(wb); }
+  absl::Status CloseWriteBack() { return write_back_->Close(); }
 
   // Fault path (handler threads). `staging` is the handler's block-sized buffer.
   void HandleMissing(uint64_t block, bool write, pid_t tid, char* staging);

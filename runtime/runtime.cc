@@ -14,6 +14,7 @@
 #include "base/posix_error.h"
 #include "base/status_macros.h"
 #include "runtime/mapping.h"
+#include "runtime/journal_write_back.h"
 
 namespace umap::runtime {
 namespace {
@@ -88,8 +89,25 @@ Runtime::~Runtime() {
   for (auto& t : handlers_) t.join();
   shadows_.WakeAll();
   for (auto& t : writers_) t.join();
-  for (Mapping* m : left) Destroy(m);
+  for (Mapping* m : left) {
+    m->CloseWriteBack().IgnoreError();  // best effort; the data is in the file or journal
+    Destroy(m);
+  }
   if (stop_fd_ >= 0) ::close(stop_fd_);
+  absl::MutexLock l(&mu_);
+  if (journal_ != nullptr) {
+    std::string dir = journal_->dir();
+    bool idle = journal_->Run([](journal::Journal& j) {
+      journal::Journal::Stats st = j.stats();
+      return absl::Status(st.pending_txns == 0 && st.mappings == 0
+                              ? absl::OkStatus()
+                              : absl::FailedPreconditionError("pending"));
+    }).ok();
+    journal_.reset();
+    // A journal we created and that holds nothing is removed; anything else stays for
+    // umap-recover.
+    if (journal_auto_ && idle) env_->RemoveTree(dir).IgnoreError();  // leftovers are harmless
+  }
 }
 
 void Runtime::HandlerLoop(int id) {
@@ -226,6 +244,10 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   ASSIGN_OR_RETURN(std::unique_ptr<File> file,
                    env_->AdoptFd(fd, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly));
   ASSIGN_OR_RETURN(uint64_t file_size, file->Size());
+  std::unique_ptr<WriteBack> write_back;
+  if (writable) {
+    ASSIGN_OR_RETURN(write_back, MakeWriteBack(file.get()));
+  }
   const size_t region = RoundUp(length, geo_.block_size);
   // A writable region must be readable for UFFDIO_COPY'd pages to make sense to the app.
   int region_prot = writable ? (PROT_READ | PROT_WRITE) : prot;
@@ -249,9 +271,61 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   Mapping::Params p{base, length, region, static_cast<uint64_t>(offset), file_size, writable,
                     slot};
   auto* m = new Mapping(this, p, std::move(file));
+  if (write_back != nullptr) m->set_write_back(std::move(write_back));
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
   return static_cast<void*>(base);
+}
+
+std::string Runtime::journal_dir() {
+  absl::MutexLock l(&mu_);
+  return journal_ ? journal_->dir() : std::string();
+}
+
+absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
+  if (options_.journal_mode == UMAP_JOURNAL_OFF) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      UMAP_LOG(kWarn, "journal_mode=off: write-back goes straight to the file; a crash can "
+                      "leave torn or partial updates (benchmarks only)");
+    }
+    return std::unique_ptr<WriteBack>(new DirectWriteBack(file, geo_.block_size));
+  }
+  const journal::Policy policy = options_.policy == UMAP_POLICY_RELAXED
+                                     ? journal::Policy::kRelaxed
+                                     : journal::Policy::kAtomic;
+  const journal::Contents contents = options_.journal_mode == UMAP_JOURNAL_INTENT
+                                         ? journal::Contents::kIntent
+                                         : journal::Contents::kData;
+  if (policy == journal::Policy::kAtomic && contents == journal::Contents::kIntent) {
+    return PosixError(EINVAL, "journal_mode=intent needs policy=relaxed (atomic umsync needs "
+                              "the block payloads in the journal)");
+  }
+  JournalHandle* handle;
+  {
+    absl::MutexLock l(&mu_);
+    if (journal_ == nullptr) {
+      std::string dir = options_.journal_dir;
+      bool automatic = dir.empty();
+      if (automatic) {
+        // One journal per runtime: RocksDB's lock keeps every other process out of it.
+        std::string root = absl::StrCat("/var/tmp/umap-journal-", ::getuid());
+        RETURN_IF_ERROR(env_->CreateDir(root, 0700));
+        static std::atomic<int> seq{0};
+        dir = absl::StrCat(root, "/", ::getpid(), "-", seq.fetch_add(1));
+      }
+      journal::JournalOptions jo;
+      jo.dir = dir;
+      jo.env = env_;
+      ASSIGN_OR_RETURN(journal_, JournalHandle::Open(jo));
+      journal_auto_ = automatic;
+    }
+    handle = journal_.get();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<JournalWriteBack> wb,
+                   JournalWriteBack::Create(handle, file, static_cast<uint32_t>(geo_.block_size),
+                                            policy, contents));
+  return std::unique_ptr<WriteBack>(std::move(wb));
 }
 
 absl::StatusOr<Mapping*> Runtime::Lookup(void* addr, size_t length, bool exact) {
@@ -296,6 +370,10 @@ absl::Status Runtime::Unmap(void* addr, size_t length) {
   // retry. (uunmap racing another uunmap of the same mapping is a caller error, as with
   // munmap; the per-mapping sync lock keeps even that from corrupting state.)
   RETURN_IF_ERROR(m->Sync(0, m->blocks()));
+  if (absl::Status s = m->CloseWriteBack(); !s.ok()) {
+    // Everything is durable in the file; only the journal's mapping record lingers.
+    UMAP_LOG(kWarn, "uunmap of ", m->file()->name(), ": journal record not removed: ", s.ToString());
+  }
   {
     absl::MutexLock l(&mu_);
     if (slots_[m->slot()].load() != m) return PosixError(EINVAL, "uunmap: already unmapped");

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/block_pool.h"
+#include "runtime/journal_write_back.h"
 #include "runtime/options.h"
 #include "runtime/shadow_pool.h"
 #include "runtime/thread_refs.h"
@@ -70,6 +71,8 @@ class Runtime {
   ShadowPool& shadows() { return shadows_; }
   Counters& counters() { return counters_; }
   Env* env() const { return env_; }
+  // The journal directory in use ("" until the first writable mapping, or journal off).
+  std::string journal_dir();
   size_t page_size() const { return page_size_; }
 
   // Acquires a cache block for a fill, evicting another block if needed. kNone only when
@@ -90,6 +93,8 @@ class Runtime {
   absl::StatusOr<Mapping*> Lookup(void* addr, size_t length, bool exact)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Destroy(Mapping* m);
+  // The sink for a new writable mapping of `file`: journaled unless journal_mode is off.
+  absl::StatusOr<std::unique_ptr<WriteBack>> MakeWriteBack(File* file);
 
   // Const after construction.
   const RuntimeOptions options_;
@@ -115,6 +120,10 @@ class Runtime {
 
   absl::Mutex mu_;  // map/unmap and the slot table; never taken on the fault path
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  // Opened with the first writable mapping. `journal_auto_` when we chose the directory (then
+  // it is removed at destruction if nothing in it is pending).
+  std::unique_ptr<JournalHandle> journal_ ABSL_GUARDED_BY(mu_);
+  bool journal_auto_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace umap::runtime

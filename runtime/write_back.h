@@ -46,6 +46,9 @@ class WriteBack {
   // the caller keeps the captured blocks dirty, and kept images stay kept.
   virtual absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first,
                             uint64_t end) = 0;
+
+  // The mapping goes away after its last successful Sync (journal: forget the mapping).
+  virtual absl::Status Close() { return absl::OkStatus(); }
 };
 
 // Writes images straight to the file, merging runs of adjacent blocks into one write.

@@ -70,6 +70,8 @@ class Env {
   virtual absl::StatusOr<std::unique_ptr<File>> AdoptFd(int fd, OpenMode mode) = 0;
   virtual absl::Status CreateDir(const std::string& path, mode_t mode) = 0;
   virtual absl::Status SyncDir(const std::string& path) = 0;
+  // Removes path and everything below it; OK if it does not exist.
+  virtual absl::Status RemoveTree(const std::string& path) = 0;
   virtual absl::StatusOr<FileIdentity> IdentifyPath(const std::string& path) = 0;
   virtual uint64_t NowMicros() = 0;
 };
@@ -92,6 +94,7 @@ class EnvWrapper : public Env {
     return target_->CreateDir(path, mode);
   }
   absl::Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  absl::Status RemoveTree(const std::string& path) override { return target_->RemoveTree(path); }
   absl::StatusOr<FileIdentity> IdentifyPath(const std::string& path) override {
     return target_->IdentifyPath(path);
   }

@@ -1,0 +1,187 @@
+#include "runtime/journal_write_back.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/crash_point.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+
+namespace umap::runtime {
+
+absl::StatusOr<std::unique_ptr<JournalHandle>> JournalHandle::Open(
+    journal::JournalOptions options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(options));
+  return std::unique_ptr<JournalHandle>(new JournalHandle(std::move(options), std::move(j)));
+}
+
+uint64_t JournalHandle::reopens() const {
+  absl::ReaderMutexLock l(&mu_);
+  return reopens_;
+}
+
+absl::Status JournalHandle::ReopenIfPoisoned() {
+  {
+    absl::ReaderMutexLock l(&mu_);
+    if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
+  }
+  absl::MutexLock l(&mu_);
+  if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
+  // Never write again to a journal that saw a write error: close it, open it again, which
+  // recovers from what reached the disk (RocksDB point-in-time recovery). Staged records are
+  // kept: this runtime's cache still refers to them.
+  if (journal_ != nullptr) {
+    UMAP_LOG(kWarn, "reopening journal ", options_.dir, " after: ",
+             journal_->poisoned().ToString());
+  }
+  journal_.reset();
+  journal::JournalOptions o = options_;
+  o.keep_staged = true;
+  auto j = journal::Journal::Open(o);
+  if (!j.ok()) return j.status();
+  journal_ = std::move(*j);
+  ++reopens_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
+    JournalHandle* journal, File* file, uint32_t block_size, journal::Policy policy,
+    journal::Contents contents) {
+  ASSIGN_OR_RETURN(FileIdentity id, file->Identify());
+  ASSIGN_OR_RETURN(uint64_t mapping_id, journal->Run([&](journal::Journal& j) {
+    return j.RegisterMapping(id, block_size, policy, contents);
+  }));
+  return std::unique_ptr<JournalWriteBack>(
+      new JournalWriteBack(journal, file, block_size, policy, mapping_id));
+}
+
+absl::Status JournalWriteBack::Evicted(const BlockImage& image) {
+  absl::string_view data(image.data.data(), image.data.size());
+  if (policy_ == journal::Policy::kAtomic) {
+    absl::MutexLock l(&apply_mu_);
+    return journal_->Run(
+        [&](journal::Journal& j) { return j.Stage(mapping_id_, image.block, data); });
+  }
+  // Relaxed: the evicted block is its own transaction, applied at once; it becomes durable
+  // through the journal, and is marked applied after the next file sync.
+  return CommitAndApply(absl::MakeConstSpan(&image, 1), 0, 0, /*sync_file=*/false);
+}
+
+namespace {
+// Applied-but-unsynced bytes a relaxed mapping may hold in memory before the write-back
+// thread fdatasyncs the file and lets the journal drop the records.
+constexpr uint64_t kMaxAppliedUnsyncedBytes = 8ull << 20;
+
+uint64_t Bytes(const journal::Transaction& t) {
+  uint64_t n = 0;
+  for (const auto& b : t.blocks) n += b.data.size();
+  return n;
+}
+}  // namespace
+
+absl::StatusOr<bool> JournalWriteBack::ReadEvicted(uint64_t block, absl::Span<char> dst) {
+  absl::MutexLock l(&apply_mu_);
+  // Newest first: a staged image is newer than any committed one of the same block.
+  auto staged = journal_->Run([&](journal::Journal& j) { return j.ReadStaged(mapping_id_, block); });
+  if (!staged.ok()) return staged.status();
+  if (staged->has_value()) {
+    const std::string& img = **staged;
+    std::memcpy(dst.data(), img.data(), std::min(img.size(), dst.size()));
+    return true;
+  }
+  for (auto it = unapplied_.rbegin(); it != unapplied_.rend(); ++it) {
+    for (const journal::CommittedBlock& b : it->second.blocks) {
+      if (b.block == block && !b.data.empty()) {
+        std::memcpy(dst.data(), b.data.data(), std::min(b.data.size(), dst.size()));
+        return true;
+      }
+    }
+  }
+  return false;  // the file holds the newest version
+}
+
+absl::Status JournalWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t first,
+                                    uint64_t end) {
+  return CommitAndApply(images, first, end, /*sync_file=*/true);
+}
+
+absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> images,
+                                              uint64_t first, uint64_t end, bool sync_file) {
+  std::vector<journal::BlockWrite> writes;
+  writes.reserve(images.size());
+  for (const BlockImage& im : images) {
+    writes.push_back({im.block, absl::string_view(im.data.data(), im.data.size())});
+  }
+  absl::MutexLock l(&apply_mu_);
+  UMAP_CRASH_POINT("journal.before_commit");
+  auto txn = journal_->Run([&](journal::Journal& j) {
+    return j.Commit(mapping_id_, writes, first, std::max(first, end));
+  });
+  // A failed commit is indeterminate (present or absent after a crash, never partial); the
+  // caller keeps the blocks dirty, so a retry commits them again.
+  if (!txn.ok()) return txn.status();
+  UMAP_CRASH_POINT("journal.after_commit");
+  if (txn->lsn != journal::kNoLsn) {
+    // Intent mode keeps no payload in the journal; the images come back from Commit.
+    uint64_t lsn = txn->lsn;
+    unapplied_.emplace(lsn, *std::move(txn));
+  }
+  return ApplyPending(sync_file);
+}
+
+absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
+  // Apply in LSN order; stop at the first failure so no block is applied out of order.
+  for (auto it = unapplied_.begin(); it != unapplied_.end();) {
+    const journal::Transaction& t = it->second;
+    size_t i = 0;
+    while (i < t.blocks.size()) {
+      // Merge runs of adjacent full blocks into one write.
+      size_t j = i + 1;
+      while (j < t.blocks.size() && t.blocks[j].block == t.blocks[j - 1].block + 1 &&
+             t.blocks[j - 1].data.size() == block_size_) {
+        ++j;
+      }
+      std::string run;
+      const std::string* one = &t.blocks[i].data;
+      if (j - i > 1) {
+        for (size_t k = i; k < j; ++k) run += t.blocks[k].data;
+        one = &run;
+      }
+      UMAP_CRASH_POINT("apply.mid_write");
+      RETURN_IF_ERROR(file_->WriteAt(t.blocks[i].block * block_size_,
+                                     absl::MakeConstSpan(one->data(), one->size())));
+      i = j;
+    }
+    applied_unsynced_bytes_ += Bytes(it->second);
+    applied_unsynced_.insert(unapplied_.extract(it++));
+  }
+  if (!sync_file && applied_unsynced_bytes_ < kMaxAppliedUnsyncedBytes) return absl::OkStatus();
+  if (applied_unsynced_.empty()) return file_->Sync();
+  if (absl::Status s = file_->Sync(); !s.ok()) {
+    // The pages written since the last good fdatasync may be gone: apply them again later.
+    unapplied_.merge(applied_unsynced_);
+    applied_unsynced_.clear();
+    applied_unsynced_bytes_ = 0;
+    return s;
+  }
+  UMAP_CRASH_POINT("apply.after_sync");
+  std::vector<uint64_t> lsns;
+  lsns.reserve(applied_unsynced_.size());
+  for (const auto& [lsn, t] : applied_unsynced_) lsns.push_back(lsn);
+  absl::Status s =
+      journal_->Run([&](journal::Journal& j) { return j.MarkApplied(absl::MakeConstSpan(lsns)); });
+  // The data is durable in the file; a failure here only leaves records that a replay would
+  // rewrite with the same bytes. Keep them listed to mark at the next sync.
+  if (s.ok()) {
+    applied_unsynced_.clear();
+    applied_unsynced_bytes_ = 0;
+  }
+  return s;
+}
+
+absl::Status JournalWriteBack::Close() {
+  return journal_->Run([&](journal::Journal& j) { return j.UnregisterMapping(mapping_id_); });
+}
+
+}  // namespace umap::runtime

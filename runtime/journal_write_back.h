@@ -1,0 +1,118 @@
+// Write-back through the write-ahead journal (DESIGN.md §2, docs/durability.md).
+//
+// JournalHandle owns the runtime's Journal and reopens it after a write error poisoned it
+// (the journal never writes again after an error until closed, reopened and recovered; a
+// reopen also re-applies committed transactions that never reached the file).
+//
+// JournalWriteBack is a mapping's sink:
+//   atomic policy   Evicted() stages the image in the journal (uncommitted); Sync() commits
+//                   the captured images plus the mapping's staged images of the range in one
+//                   transaction, applies it to the file, fdatasyncs, marks it applied. The
+//                   file only ever receives committed transactions.
+//   relaxed policy  Evicted() commits the image as its own transaction and applies it (no
+//                   fdatasync: the journal makes it durable; it is marked applied after the
+//                   next file sync). Sync() commits the captured images, applies, syncs.
+// Committed images that are not yet applied stay readable through ReadEvicted, so that a
+// miss never reads a file block older than its committed version.
+#ifndef UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
+#define UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "journal/journal.h"
+#include "runtime/write_back.h"
+#include "umap/env.h"
+
+namespace umap::runtime {
+
+class JournalHandle {
+ public:
+  static absl::StatusOr<std::unique_ptr<JournalHandle>> Open(journal::JournalOptions options);
+
+  // Runs fn(journal) while no reopen can happen. If the journal is poisoned, reopens it
+  // first (waiting for running calls to finish); a failed reopen is returned.
+  template <typename Fn>
+  auto Run(Fn&& fn) -> decltype(fn(std::declval<journal::Journal&>())) {
+    if (absl::Status s = ReopenIfPoisoned(); !s.ok()) return s;
+    absl::ReaderMutexLock l(&mu_);
+    return fn(*journal_);
+  }
+
+  const std::string& dir() const { return options_.dir; }
+  uint64_t reopens() const;
+
+ private:
+  explicit JournalHandle(journal::JournalOptions options,
+                         std::unique_ptr<journal::Journal> journal)
+      : options_(std::move(options)), journal_(std::move(journal)) {}
+  absl::Status ReopenIfPoisoned();
+
+  const journal::JournalOptions options_;
+  mutable absl::Mutex mu_;  // readers: journal calls; writer: reopen
+  std::unique_ptr<journal::Journal> journal_ ABSL_GUARDED_BY(mu_);
+  uint64_t reopens_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class JournalWriteBack final : public WriteBack {
+ public:
+  // Registers the file in the journal (durable) and returns its sink.
+  static absl::StatusOr<std::unique_ptr<JournalWriteBack>> Create(JournalHandle* journal,
+                                                                  File* file,
+                                                                  uint32_t block_size,
+                                                                  journal::Policy policy,
+                                                                  journal::Contents contents);
+
+  absl::Status Evicted(const BlockImage& image) override;
+  bool keeps_evicted() const override { return policy_ == journal::Policy::kAtomic; }
+  absl::StatusOr<bool> ReadEvicted(uint64_t block, absl::Span<char> dst) override;
+  absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
+  // Forgets the mapping in the journal (after its last successful Sync).
+  absl::Status Close() override;
+
+  uint64_t mapping_id() const { return mapping_id_; }
+
+ private:
+  JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
+                   journal::Policy policy, uint64_t mapping_id)
+      : journal_(journal),
+        file_(file),
+        block_size_(block_size),
+        policy_(policy),
+        mapping_id_(mapping_id) {}
+
+  // Commits images (+ staged blocks in [first, end)), then applies to the file.
+  absl::Status CommitAndApply(absl::Span<const BlockImage> images, uint64_t first,
+                              uint64_t end, bool sync_file);
+  // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
+  // fdatasyncs and marks them (and earlier applied-unsynced ones) applied.
+  absl::Status ApplyPending(bool sync_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+
+  JournalHandle* const journal_;
+  File* const file_;
+  const uint32_t block_size_;
+  const journal::Policy policy_;
+  const uint64_t mapping_id_;
+
+  // Serialises commit+apply of this mapping, so each block's versions reach the file in LSN
+  // order and a miss sees either the staged record or the committed image.
+  absl::Mutex apply_mu_;
+  // Committed, not yet applied (or apply failed): LSN -> transaction with images.
+  std::map<uint64_t, journal::Transaction> unapplied_ ABSL_GUARDED_BY(apply_mu_);
+  // Applied to the file but not yet fdatasync'ed: marked applied after the next file sync.
+  // Kept whole: if that fdatasync fails, the kernel may have dropped the written pages, so
+  // they are applied again (never trust a later fsync after a failed one).
+  std::map<uint64_t, journal::Transaction> applied_unsynced_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t applied_unsynced_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
+};
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
