@@ -1,0 +1,244 @@
+// Recovery: replays the committed transactions of a journal into their files, verifies file
+// blocks against the journal's CRCs, and reports what it found (DESIGN.md §2, recovery
+// rules; docs/journal_format.md §5.5 and §6; user guide docs/recovery.md).
+//
+// Two entry points:
+//   Recover(options)            opens options.journal_dir itself (the umap-recover CLI; a
+//                               journal held by a live process is refused with kUnavailable
+//                               naming the pid), and closes it before returning;
+//   Recover(journal, options)   works on a Journal the caller already holds open (a runtime
+//                               that maps a file with pending records again cannot open its
+//                               own journal twice). Set options.only_file and/or
+//                               options.skip_mappings so that mappings the caller is using
+//                               right now are left alone: a mapping recovery drains is
+//                               unregistered.
+//
+// What a run does (Mode::kReplay), per target file, with nothing written to a file before
+// every check for that file passed:
+//   1. scan: read every pending transaction (verifying each payload's CRC) and check that
+//      each block lies inside the journaled file; any corrupt record refuses the whole run
+//      (kDataLoss) before anything is written;
+//   2. check: resolve the target path (options.relocations), then compare the file found
+//      there with the mapping record: device and inode (skipped for a relocated path) and
+//      size (skipped with options.accept_size_change); open it for writing;
+//   3. classify: blocks whose newest pending version is intent-only (no payload) are read
+//      and classified applied / not applied / torn / unknown (docs/journal_format.md §6,
+//      refined in docs/recovery.md: each block is judged against its newest version);
+//   4. replay: in LSN order, write the newest data-mode image of every block at
+//      block * block_size (adjacent blocks of one transaction merged into one write), then
+//      fdatasync the file, then MarkApplied its transactions; every
+//      options.checkpoint_bytes, sync and mark what was written so far, so that a killed
+//      run restarts from there;
+//   5. forget: unregister each mapping that has no pending transaction left (this also
+//      discards its uncommitted staged blocks).
+// kDryRun does 1-3 (the target is opened for writing to check it is writable, and nothing is
+// written) and reports what kReplay would write. kVerify does 1-3 for every block (data
+// and intent) with the file opened read-only: a block whose file bytes differ from its
+// newest committed version is listed. Neither writes to a file or to the journal.
+//
+// Crash safety: a file receives only committed images, in LSN order per block, and a
+// transaction is marked applied only after the fdatasync that made its blocks durable. So a
+// run killed at any instant, or run twice, leaves the same file bytes after the next
+// complete run. The crash point "recovery.mid_replay" fires after each write.
+//
+// Threads: one call at a time per journal. Recover(journal, ...) may run while other
+// threads use the journal for other mappings.
+#ifndef UMAP_RECOVERY_RECOVERY_H_
+#define UMAP_RECOVERY_RECOVERY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "journal/journal.h"
+#include "umap/env.h"
+
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
+namespace umap::recovery {
+
+enum class Mode {
+  kReplay,  // write committed images, sync, mark applied, forget drained mappings
+  kDryRun,  // every check and read of kReplay; writes nothing (files or journal)
+  kVerify,  // compare every pending block with the file; writes nothing
+};
+absl::string_view ModeName(Mode mode);
+
+// Where a journaled path is now. `from` is either a whole journaled path or a directory
+// prefix of journaled paths (`/mnt/old` relocates `/mnt/old/a/b` to `<to>/a/b`); the
+// longest matching rule wins. A relocated target skips the device/inode check (a
+// different mount or node gives different numbers) but keeps the size check.
+struct PathRelocation {
+  std::string from;
+  std::string to;
+};
+// Parses "OLD=NEW" (the CLI's --force-path). kInvalidArgument when malformed or relative.
+absl::StatusOr<PathRelocation> ParseRelocation(absl::string_view spec);
+
+struct Progress {
+  enum class Phase { kScan, kReplay, kSync };
+  Phase phase = Phase::kScan;
+  uint64_t done = 0;   // kScan: transactions read; kReplay/kSync: image bytes handled
+  uint64_t total = 0;  // same unit as done
+  uint64_t elapsed_micros = 0;
+  std::string path;    // the file being replayed (kReplay, kSync)
+};
+absl::string_view PhaseName(Progress::Phase phase);
+
+struct RecoverOptions {
+  // Recover(options) only: the journal directory. Must exist and hold a journal, unless
+  // allow_missing_journal (then a missing or empty directory is "nothing to do").
+  std::string journal_dir;
+  bool allow_missing_journal = false;
+  // Carries every byte of the target files. Null = Env::Default(). Not owned.
+  Env* env = nullptr;
+  // Recover(options) only: the journal's RocksDB file system (null = default) and the Env
+  // that identifies its directory (null = env).
+  std::shared_ptr<rocksdb::FileSystem> journal_fs;
+  Env* journal_env = nullptr;
+  Mode mode = Mode::kReplay;
+  std::vector<PathRelocation> relocations;
+  // Replay into a file whose size differs from the journaled size. Umap never changes a
+  // file's size, so a different size means another file or a truncation: refused unless set.
+  bool accept_size_change = false;
+  // Only the mappings of this file: same device and inode, or the same non-empty path.
+  std::optional<FileIdentity> only_file;
+  // Mappings to leave alone (in-process: the caller's live mappings).
+  std::vector<uint64_t> skip_mappings;
+  // kReplay: after the final fdatasync, read every written block back and compare its CRC
+  // (a mismatch is an I/O error: the transactions stay pending).
+  bool verify_after_replay = false;
+  // kReplay: sync and mark applied after this many image bytes (0 = only at the end).
+  uint64_t checkpoint_bytes = 256ull << 20;
+  // Called on the calling thread at most every progress_interval_micros, and once at the
+  // end of each phase. May be empty.
+  std::function<void(const Progress&)> progress;
+  uint64_t progress_interval_micros = 200'000;
+  // Block findings kept per mapping in the report (the counters count all of them).
+  size_t max_findings = 1000;
+};
+
+// What the file holds for a block, judged against its newest pending version.
+enum class BlockClass {
+  kApplied,     // the newest committed image
+  kNotApplied,  // an older committed image still pending in the journal (matched_lsn)
+  kTorn,        // neither the newest nor any older known version: a partial write
+  kUnknown,     // not the newest, and no older version is known: not applied or torn
+};
+absl::string_view BlockClassName(BlockClass c);
+
+struct BlockFinding {
+  uint64_t mapping_id = 0;
+  uint64_t lsn = 0;         // the newest pending transaction that writes the block
+  uint64_t block = 0;
+  uint64_t offset = 0;      // block * block_size
+  uint32_t length = 0;      // bytes of the image
+  uint32_t expected_crc = 0;
+  uint32_t found_crc = 0;   // CRC32C of the bytes read (fewer if the file ends early)
+  BlockClass cls = BlockClass::kUnknown;
+  uint64_t matched_lsn = 0;  // kNotApplied: the LSN whose image the file holds
+  bool repairable = false;   // a data-mode image exists (replay rewrites it)
+};
+
+enum class MappingState {
+  kClean,        // no pending transaction
+  kReplayed,     // every pending transaction replayed (or classified) and marked applied
+  kWouldReplay,  // kDryRun: every check passed
+  kVerified,     // kVerify: every check passed (see the findings)
+  kRefused,      // a check failed; nothing written; transactions kept
+  kIoError,      // a read, write or sync failed; transactions kept; safe to rerun
+};
+absl::string_view MappingStateName(MappingState s);
+
+// Why a mapping was refused (kRefused) or failed (kIoError).
+enum class Problem {
+  kNone,
+  kNoPath,            // the mapping record has no path
+  kMissingFile,       // nothing at the target path
+  kIdentityMismatch,  // another device/inode at the path
+  kSizeMismatch,      // the file's size differs from the journaled size
+  kNotWritable,       // cannot open the file for writing (EACCES, EROFS, EPERM)
+  kBadTransaction,    // a transaction writes outside the journaled file
+  kIo,                // read/write/sync/stat error
+  kJournal,           // the journal failed (MarkApplied or UnregisterMapping)
+};
+absl::string_view ProblemName(Problem p);
+
+struct MappingReport {
+  journal::MappingInfo mapping;  // the journaled record
+  std::string target_path;       // where recovery looked (after relocation)
+  bool relocated = false;
+  MappingState state = MappingState::kClean;
+  Problem problem = Problem::kNone;
+  absl::Status status;           // the refusal or error, with file, offset and LSN
+
+  uint64_t first_lsn = 0, last_lsn = 0;  // pending range (0 when none)
+  uint64_t txns_pending = 0;
+  uint64_t txns_replayed = 0;    // data transactions whose images are in the file and marked
+  uint64_t txns_discarded = 0;   // intent transactions: nothing to replay, marked applied
+  uint64_t blocks_pending = 0;   // block entries of the pending transactions
+  uint64_t bytes_pending = 0;    // their image bytes
+  uint64_t blocks_to_write = 0;  // newest data-mode version of each block (what replay writes)
+  uint64_t bytes_to_write = 0;
+  uint64_t blocks_written = 0;
+  uint64_t bytes_written = 0;
+  uint64_t blocks_verified = 0;  // read from the file and equal to the newest version
+  uint64_t blocks_not_applied = 0;
+  uint64_t blocks_torn = 0;
+  uint64_t blocks_unknown = 0;
+  uint64_t staged_discarded = 0;  // uncommitted staged blocks dropped with the mapping
+  bool unregistered = false;
+  uint64_t duration_micros = 0;
+  std::vector<BlockFinding> findings;  // blocks not kApplied, at most max_findings
+  uint64_t findings_omitted = 0;
+};
+
+struct Report {
+  std::string journal_dir;
+  Mode mode = Mode::kReplay;
+  bool journal_found = true;      // false: allow_missing_journal and nothing there
+  uint64_t pending_txns = 0;      // in the whole journal at the start
+  uint64_t staged_blocks = 0;     // uncommitted staged blocks at open (Recover(options))
+  uint64_t staged_bytes = 0;
+  std::vector<MappingReport> mappings;  // by mapping id; filtered ones left out
+  absl::Status journal_status;    // a journal error after the scan (MarkApplied etc.)
+  uint64_t duration_micros = 0;
+};
+
+// The umap-recover exit codes (docs/umap-recover.1.md).
+enum class ExitCode : int {
+  kOk = 0,          // nothing to do, or everything replayed / verified equal
+  kDataLoss = 1,    // done, but data was discarded or cannot be repaired (listed)
+  kRefused = 2,     // refused: owner alive, identity/size mismatch, newer or corrupt journal
+  kIoError = 3,     // I/O error: journal kept, safe to rerun
+};
+// For a report: the worst of its mappings (kIoError > kRefused > kDataLoss > kOk).
+ExitCode ExitCodeOf(const Report& report);
+// For an error Recover returned instead of a report.
+ExitCode ExitCodeOf(const absl::Status& status);
+
+// Opens options.journal_dir, recovers it, closes it. Errors (nothing was written):
+//   kUnavailable         the journal is held by a live process (errno EBUSY; the message
+//                        names the pid), or journal I/O failed;
+//   kNotFound            no journal in journal_dir (and !allow_missing_journal);
+//   kFailedPrecondition  the journal has a newer format;
+//   kDataLoss            a journal record is corrupt (the message names the LSN and block);
+//   kInvalidArgument     bad options.
+// Per-mapping refusals and I/O errors are in the report, not in the status.
+absl::StatusOr<Report> Recover(const RecoverOptions& options);
+
+// The same on a journal the caller holds open (options.journal_dir, journal_fs and
+// journal_env are ignored; the report's staged counts stay 0).
+absl::StatusOr<Report> Recover(journal::Journal& journal, const RecoverOptions& options);
+
+}  // namespace umap::recovery
+
+#endif  // UMAP_RECOVERY_RECOVERY_H_
