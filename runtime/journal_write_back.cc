@@ -56,16 +56,20 @@ absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
       new JournalWriteBack(journal, file, block_size, policy, mapping_id));
 }
 
-absl::Status JournalWriteBack::Evicted(const BlockImage& image) {
-  absl::string_view data(image.data.data(), image.data.size());
+absl::Status JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
   if (policy_ == journal::Policy::kAtomic) {
     absl::MutexLock l(&apply_mu_);
-    return journal_->Run(
-        [&](journal::Journal& j) { return j.Stage(mapping_id_, image.block, data); });
+    for (const BlockImage& image : images) {
+      absl::string_view data(image.data.data(), image.data.size());
+      RETURN_IF_ERROR(journal_->Run(
+          [&](journal::Journal& j) { return j.Stage(mapping_id_, image.block, data); }));
+    }
+    return absl::OkStatus();
   }
-  // Relaxed: the evicted block is its own transaction, applied at once; it becomes durable
-  // through the journal, and is marked applied after the next file sync.
-  return CommitAndApply(absl::MakeConstSpan(&image, 1), 0, 0, /*sync_file=*/false);
+  // Relaxed: the evicted blocks are committed as one transaction (each block is independent;
+  // committing them together only makes them atomic together) and applied at once. They
+  // become durable through the journal and are marked applied after a later file sync.
+  return CommitAndApply(images, 0, 0, /*sync_file=*/false);
 }
 
 namespace {

@@ -9,9 +9,9 @@
 //                   the captured images plus the mapping's staged images of the range in one
 //                   transaction, applies it to the file, fdatasyncs, marks it applied. The
 //                   file only ever receives committed transactions.
-//   relaxed policy  Evicted() commits the image as its own transaction and applies it (no
-//                   fdatasync: the journal makes it durable; it is marked applied after the
-//                   next file sync). Sync() commits the captured images, applies, syncs.
+//   relaxed policy  Evicted() commits the images (a batch of evictions) as one transaction
+//                   and applies it (no fdatasync: the journal makes it durable; it is marked
+//                   applied after the next file sync). Sync() commits the captured images, applies, syncs.
 // Committed images that are not yet applied stay readable through ReadEvicted, so that a
 // miss never reads a file block older than its committed version.
 #ifndef UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
@@ -70,7 +70,7 @@ class JournalWriteBack final : public WriteBack {
                                                                   journal::Policy policy,
                                                                   journal::Contents contents);
 
-  absl::Status Evicted(const BlockImage& image) override;
+  absl::Status Evicted(absl::Span<const BlockImage> images) override;
   bool keeps_evicted() const override { return policy_ == journal::Policy::kAtomic; }
   absl::StatusOr<bool> ReadEvicted(uint64_t block, absl::Span<char> dst) override;
   absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;

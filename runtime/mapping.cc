@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -237,30 +238,43 @@ bool Mapping::Evict(uint64_t block, uint32_t cb) {
   return true;
 }
 
-bool Mapping::WriteShadow(uint32_t s) {
+bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
   ShadowPool& shadows = rt_->shadows();
-  ShadowPool::Shadow& sh = shadows.at(s);
-  absl::Status st = write_back_->Evicted(
-      BlockImage{first_file_block() + sh.block, absl::MakeConstSpan(sh.data, sh.len)});
+  std::vector<uint32_t> order(ids.begin(), ids.end());
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return shadows.at(a).block < shadows.at(b).block;
+  });
+  std::vector<BlockImage> images;
+  images.reserve(order.size());
+  for (uint32_t s : order) {
+    const ShadowPool::Shadow& sh = shadows.at(s);
+    images.push_back({first_file_block() + sh.block, absl::MakeConstSpan(sh.data, sh.len)});
+  }
+  absl::Status st = write_back_->Evicted(images);
   if (!st.ok()) {
     int err = ErrnoFromStatus(st);
-    if (sh.error.exchange(err, std::memory_order_relaxed) == 0) {
-      UMAP_LOG(kError, "write-back of evicted block ", sh.block, " of ", file_->name(),
-               " failed (kept in memory, retrying): ", st.ToString());
+    for (uint32_t s : order) {
+      if (shadows.at(s).error.exchange(err, std::memory_order_relaxed) == 0 && s == order[0]) {
+        UMAP_LOG(kError, "write-back of ", order.size(), " evicted blocks of ", file_->name(),
+                 " failed (kept in memory, retrying): ", st.ToString());
+      }
     }
     rt_->counters().io_errors.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  Table::Entry e = table_.Lock(sh.block);
-  uint64_t v = e.v;
-  if (e.shadow() && e.shadow_index() == s) {
-    v = Table::WithoutShadow(v);
-    if (write_back_->keeps_evicted()) v |= Table::kStaged;
+  for (uint32_t s : order) {
+    ShadowPool::Shadow& sh = shadows.at(s);
+    Table::Entry e = table_.Lock(sh.block);
+    uint64_t v = e.v;
+    if (e.shadow() && e.shadow_index() == s) {
+      v = Table::WithoutShadow(v);
+      if (write_back_->keeps_evicted()) v |= Table::kStaged;
+    }
+    table_.Unlock(sh.block, v);
+    shadows_pending_.fetch_sub(1, std::memory_order_relaxed);
+    shadows.Release(s);
   }
-  table_.Unlock(sh.block, v);
-  shadows_pending_.fetch_sub(1, std::memory_order_relaxed);
-  rt_->counters().blocks_written.fetch_add(1, std::memory_order_relaxed);
-  shadows.Release(s);
+  rt_->counters().blocks_written.fetch_add(order.size(), std::memory_order_relaxed);
   return true;
 }
 

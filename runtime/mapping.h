@@ -71,8 +71,9 @@ class Mapping {
   void HandleWriteProtect(uint64_t block);
   // Eviction of `block` held in cache block `cb` (pool callback; any handler thread).
   bool Evict(uint64_t block, uint32_t cb);
-  // Write-back thread: writes shadow `s` of this mapping.
-  bool WriteShadow(uint32_t s);  // false: failed, retry later
+  // Write-back thread: writes shadows of this mapping (distinct blocks) as one batch.
+  // Returns false when the write failed (the shadows stay pending; retry later).
+  bool WriteShadows(absl::Span<const uint32_t> shadows);
 
   // umsync of blocks [first, end): capture, write back, fdatasync. Serialised per mapping.
   absl::Status Sync(uint64_t first, uint64_t end);

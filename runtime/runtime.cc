@@ -172,20 +172,43 @@ Mapping* Runtime::FindMapping(uint64_t addr) const {
 }
 
 void Runtime::WriteBackLoop() {
+  // Each round takes every queued shadow (up to a batch), groups them by mapping and hands
+  // each group to its sink at once: one journal transaction (or staging batch) for many
+  // evictions instead of one fsync each.
+  constexpr size_t kBatch = 64;
+  std::vector<uint32_t> batch;
+  std::vector<uint32_t> group;
+  batch.reserve(kBatch);
   for (;;) {
     uint32_t s = shadows_.Dequeue(stop_);
     if (s == IndexStack::kEmpty) return;
-    ShadowPool::Shadow& sh = shadows_.at(s);
-    if (sh.mapping->WriteShadow(s)) continue;
-    if (stop_.load(std::memory_order_acquire)) {
-      UMAP_LOG(kError, "shutting down with an evicted block of ", sh.mapping->file()->name(),
-               " that could not be written back");
-      continue;
+    batch.clear();
+    batch.push_back(s);
+    while (batch.size() < kBatch && (s = shadows_.TryDequeue()) != IndexStack::kEmpty) {
+      batch.push_back(s);
     }
-    // Failed: back off, then queue it again. The block stays readable from the shadow and
-    // umsync reports the error meanwhile.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    shadows_.Enqueue(s);
+    bool failed = false;
+    while (!batch.empty()) {
+      Mapping* m = shadows_.at(batch.front()).mapping;
+      group.clear();
+      // One block has at most one shadow in flight, so a group never holds a block twice.
+      auto rest = std::partition(batch.begin(), batch.end(), [&](uint32_t i) {
+        return shadows_.at(i).mapping != m;
+      });
+      group.assign(rest, batch.end());
+      batch.erase(rest, batch.end());
+      if (m->WriteShadows(group)) continue;
+      failed = true;
+      if (stop_.load(std::memory_order_acquire)) {
+        UMAP_LOG(kError, "shutting down with ", group.size(), " evicted blocks of ",
+                 m->file()->name(), " that could not be written back");
+        continue;
+      }
+      for (uint32_t i : group) shadows_.Enqueue(i);
+    }
+    // After a failure, back off before the retry; the blocks stay readable from their
+    // shadows and umsync reports the error meanwhile.
+    if (failed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

@@ -41,6 +41,8 @@ class ShadowPool {
   void Enqueue(uint32_t i);
   // Blocks until a shadow is queued or `stop` is set; returns kEmpty on stop.
   uint32_t Dequeue(const std::atomic<bool>& stop);
+  // A queued shadow if there is one, else kEmpty (never blocks).
+  uint32_t TryDequeue() { return queued_.Pop(); }
   void WakeAll();
 
   uint32_t in_use() const { return count_ - free_.size(); }

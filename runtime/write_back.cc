@@ -7,8 +7,11 @@
 
 namespace umap::runtime {
 
-absl::Status DirectWriteBack::Evicted(const BlockImage& image) {
-  return file_->WriteAt(image.block * block_size_, image.data);
+absl::Status DirectWriteBack::Evicted(absl::Span<const BlockImage> images) {
+  for (const BlockImage& image : images) {
+    RETURN_IF_ERROR(file_->WriteAt(image.block * block_size_, image.data));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DirectWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t, uint64_t) {

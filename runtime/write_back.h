@@ -27,10 +27,11 @@ class WriteBack {
  public:
   virtual ~WriteBack() = default;
 
-  // An evicted dirty block (called from a background write-back thread). When it returns OK
-  // the image is safe in the sense of the policy: written to the file (relaxed), or staged
-  // in the journal (atomic, then keeps_evicted() is true and ReadEvicted serves it).
-  virtual absl::Status Evicted(const BlockImage& image) = 0;
+  // Evicted dirty blocks of this mapping (called from a background write-back thread, one
+  // image per block, ascending block order). When it returns OK every image is safe in the
+  // sense of the policy: written to the file (relaxed), or staged in the journal (atomic,
+  // then keeps_evicted() is true and ReadEvicted serves it). On error none counts as safe.
+  virtual absl::Status Evicted(absl::Span<const BlockImage> images) = 0;
 
   // True when evicted images stay with this sink until a sync (atomic policy): a later miss
   // on such a block must read it through ReadEvicted, not from the file.
@@ -55,7 +56,7 @@ class WriteBack {
 class DirectWriteBack final : public WriteBack {
  public:
   DirectWriteBack(File* file, uint64_t block_size) : file_(file), block_size_(block_size) {}
-  absl::Status Evicted(const BlockImage& image) override;
+  absl::Status Evicted(absl::Span<const BlockImage> images) override;
   absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
 
  private:
