@@ -14,18 +14,25 @@ namespace {
 
 using Table = std::vector<std::vector<std::string>>;
 
+// Display width of UTF-8 text (every code point one column; we print only '–' outside ASCII).
+size_t Width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+  return n;
+}
+
 // Aligned plain-text table; the first row is the header.
 std::string RenderText(const Table& t) {
   if (t.empty()) return "";
   std::vector<size_t> width(t[0].size(), 0);
   for (const auto& row : t) {
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], Width(row[c]));
   }
   std::string out;
   for (size_t r = 0; r < t.size(); ++r) {
     for (size_t c = 0; c < t[r].size(); ++c) {
       const std::string& s = t[r][c];
-      std::string pad(width[c] - s.size(), ' ');
+      std::string pad(width[c] - Width(s), ' ');
       // Numbers right-aligned, the header and the first column left.
       out += (c == 0 || r == 0) ? s + pad : pad + s;
       out += c + 1 < t[r].size() ? " | " : "\n";

@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -46,6 +48,9 @@ struct Flags {
   uint64_t block_size = 4096;
   unsigned handlers = 2;
   unsigned writeback_threads = 1;
+  std::string policy = "atomic";
+  std::string journal_mode = "data";
+  std::string journal_dir;
   std::string madvise = "default";
   bool drop_caches = false;
   std::string check_reads = "ends";
@@ -55,6 +60,7 @@ struct Flags {
   uint64_t memory_limit = 0;
   // Set by the parent for a --memory-limit child.
   bool internal_child = false;
+  uint64_t test_corrupt_word = ~0ull;
   std::string internal_cgroup;
 };
 
@@ -304,6 +310,12 @@ int Main(int argc, char** argv) {
   size_opt("--block-size", &f.block_size, "umap block size");
   app.add_option("--handlers", f.handlers, "umap fault handler threads");
   app.add_option("--writeback-threads", f.writeback_threads, "umap write-back threads");
+  app.add_option("--policy", f.policy,
+                 "umap write-back policy: atomic (failure-atomic umsync) or relaxed");
+  app.add_option("--journal-mode", f.journal_mode,
+                 "umap journal: data, intent or off (off: no crash protection, benchmarks only)");
+  app.add_option("--journal-dir", f.journal_dir,
+                 "umap journal directory (default: the runtime's automatic one)");
   app.add_option("--madvise", f.madvise, "mmap advice: default (none), normal, random, sequential");
   app.add_flag("--drop-caches", f.drop_caches,
                "also write 3 to /proc/sys/vm/drop_caches before each run (root; needed for "
@@ -321,6 +333,7 @@ int Main(int argc, char** argv) {
            "run each backend in its own child in a cgroup v1 memory cgroup with this limit; "
            "reports peak memory and completion time; umap's cache is put below the limit");
   app.add_flag("--internal-child", f.internal_child)->group("");
+  app.add_option("--TEST-corrupt-word", f.test_corrupt_word)->group("");
   app.add_option("--internal-cgroup", f.internal_cgroup)->group("");
   for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI11_PARSE(app, argc, argv);
@@ -341,6 +354,10 @@ int Main(int argc, char** argv) {
   if (!threads.ok()) return fail(threads.status());
   auto advice = ParseAdvice(f.madvise);
   if (!advice.ok()) return fail(advice.status());
+  auto policy = ParsePolicy(f.policy);
+  if (!policy.ok()) return fail(policy.status());
+  auto journal_mode = ParseJournalMode(f.journal_mode);
+  if (!journal_mode.ok()) return fail(journal_mode.status());
   if (f.check_reads != "ends" && f.check_reads != "all") {
     return fail(absl::InvalidArgumentError("--check-reads must be ends or all"));
   }
@@ -372,10 +389,23 @@ int Main(int argc, char** argv) {
   bc.handler_threads = f.handlers;
   bc.writeback_threads = f.writeback_threads;
   bc.advice = *advice;
+  bc.policy = *policy;
+  bc.journal_mode = *journal_mode;
+  bc.journal_dir = f.journal_dir;
   bc.drop_caches = f.drop_caches;
   bc.stall_seconds = f.stall_seconds;
   bc.cgroup_dir = f.internal_cgroup;
+  bc.TEST_corrupt_word = f.test_corrupt_word;
 
+  {
+    std::error_code ec;
+    std::filesystem::path parent = std::filesystem::path(f.file).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) {
+      return fail(absl::InternalError(
+          absl::StrCat("cannot create ", parent.string(), ": ", ec.message())));
+    }
+  }
   auto file = BenchFile::Open(f.file, f.file_size);
   if (!file.ok()) return fail(file.status());
   if (!f.internal_child) {
@@ -394,10 +424,11 @@ int Main(int argc, char** argv) {
   }
 
   const std::string context = absl::StrFormat(
-      "file %s (%s); umap cache %s, block %s, %u handler threads; mmap madvise %s; "
+      "file %s (%s); umap cache %s, block %s, %u handler threads, policy %s, journal %s; "
+      "mmap madvise %s; "
       "%d repeat(s), median (min–max); page cache of the file dropped before every run%s",
       f.file, HumanBytes(f.file_size), HumanBytes(f.cache), HumanBytes(f.block_size),
-      f.handlers, f.madvise, f.repeats, f.drop_caches ? " (and /proc/sys/vm/drop_caches)" : "",
+      f.handlers, f.policy, f.journal_mode, f.madvise, f.repeats, f.drop_caches ? " (and /proc/sys/vm/drop_caches)" : "",
       f.memory_limit ? absl::StrCat("; each backend in a memory cgroup limited to ",
                                     HumanBytes(f.memory_limit))
                      : std::string());

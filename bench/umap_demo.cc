@@ -31,7 +31,7 @@ int Main(int argc, char** argv) {
   uint64_t size = 512ull << 20;
   uint64_t cache = 32ull << 20;
   unsigned threads = 4;
-  uint64_t ops = 6000;
+  uint64_t ops = 15000;
   bool keep = false;
   std::string json;
   CLI::App app{
@@ -112,6 +112,14 @@ int Main(int argc, char** argv) {
   bc.block_size = defaults->block_size;
   bc.handler_threads = defaults->handler_threads;
   bc.writeback_threads = defaults->writeback_threads;
+  bc.policy = defaults->policy;
+  bc.journal_mode = defaults->journal_mode;
+  bc.journal_dir = defaults->journal_dir ? defaults->journal_dir : "";
+  std::printf("umap: block %s, %u handler threads, policy %s, journal %s%s\n",
+              HumanBytes(bc.block_size).c_str(), bc.handler_threads, PolicyName(bc.policy),
+              JournalModeName(bc.journal_mode),
+              bc.journal_dir.empty() ? " (automatic directory)"
+                                     : absl::StrCat(" in ", bc.journal_dir).c_str());
   bc.stall_seconds = 120;
 
   struct Row {

@@ -567,6 +567,30 @@ absl::StatusOr<Advice> ParseAdvice(const std::string& s) {
                                                  "' (default, normal, random, sequential)"));
 }
 
+const char* PolicyName(umap_policy p) {
+  return p == UMAP_POLICY_RELAXED ? "relaxed" : "atomic";
+}
+const char* JournalModeName(umap_journal_mode m) {
+  switch (m) {
+    case UMAP_JOURNAL_DATA: return "data";
+    case UMAP_JOURNAL_INTENT: return "intent";
+    case UMAP_JOURNAL_OFF: return "off";
+  }
+  return "?";
+}
+absl::StatusOr<umap_policy> ParsePolicy(const std::string& s) {
+  if (s == "atomic") return UMAP_POLICY_ATOMIC;
+  if (s == "relaxed") return UMAP_POLICY_RELAXED;
+  return absl::InvalidArgumentError(absl::StrCat("unknown policy '", s, "' (atomic, relaxed)"));
+}
+absl::StatusOr<umap_journal_mode> ParseJournalMode(const std::string& s) {
+  for (umap_journal_mode m : {UMAP_JOURNAL_DATA, UMAP_JOURNAL_INTENT, UMAP_JOURNAL_OFF}) {
+    if (s == JournalModeName(m)) return m;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown journal mode '", s,
+                                                 "' (data, intent, off)"));
+}
+
 std::string Workload::Name() const {
   std::string n = absl::StrCat(PatternName(pattern), "-", AccessName(access));
   if (access == Access::kMixed) {
@@ -832,6 +856,21 @@ absl::StatusOr<RunResult> RunOnce(const BenchFile& file, const Workload& w,
                                            BackendName(bc.backend), w.Name(), w.threads,
                                            repeat, file.path());
 
+  auto corrupt = [&](uint64_t value) -> absl::Status {
+    auto cfd = OpenFile(file.path(), O_RDWR);
+    if (!cfd.ok()) return cfd.status();
+    Fd closer(*cfd);
+    absl::Status cs = PwriteFull(*cfd, reinterpret_cast<const char*>(&value), 8,
+                                 bc.TEST_corrupt_word * 8, file.path());
+    if (cs.ok() && ::fsync(*cfd) != 0) cs = Errno(errno, "fsync");
+    return cs;
+  };
+  const bool test_corrupt = bc.TEST_corrupt_word * 8 < file.size();
+  if (test_corrupt && !writes) {
+    absl::Status cs = corrupt(OriginalWord(bc.TEST_corrupt_word) ^ 1);
+    if (!cs.ok()) return cs;
+  }
+
   absl::Status s = file.DropCache(bc.drop_caches);
   if (!s.ok()) return s;
 
@@ -851,6 +890,9 @@ absl::StatusOr<RunResult> RunOnce(const BenchFile& file, const Workload& w,
     cfg->block_size = bc.block_size;
     cfg->handler_threads = bc.handler_threads;
     cfg->writeback_threads = bc.writeback_threads;
+    cfg->policy = bc.policy;
+    cfg->journal_mode = bc.journal_mode;
+    cfg->journal_dir = bc.journal_dir.empty() ? nullptr : bc.journal_dir.c_str();
     auto created = Umap::Runtime::Create(*cfg);
     if (!created.ok()) {
       return absl::Status(created.status().code(),
@@ -991,6 +1033,12 @@ absl::StatusOr<RunResult> RunOnce(const BenchFile& file, const Workload& w,
   g_sigbus.base.store(0);
   watchdog.reset();
 
+  if (test_corrupt) {
+    // Read run: put the word back. Write run: break it just before the verification.
+    absl::Status cs = corrupt(writes ? OriginalWord(bc.TEST_corrupt_word) ^ 1
+                                     : OriginalWord(bc.TEST_corrupt_word));
+    if (!cs.ok()) return cs;
+  }
   if (writes) {
     std::vector<uint64_t> written((items + 63) / 64, 0);
     for (auto& wk : workers) {
@@ -1034,6 +1082,10 @@ std::string ToJson(const RunResult& r, const Workload& w, const BackendConfig& b
   u64("cache_bytes", bc.cache_bytes);
   u64("block_size", bc.block_size);
   u64("handler_threads", bc.handler_threads);
+  u64("writeback_threads", bc.writeback_threads);
+  str("policy", PolicyName(bc.policy));
+  str("journal_mode", JournalModeName(bc.journal_mode));
+  str("journal_dir", bc.journal_dir);
   str("madvise", AdviceName(bc.advice));
   u64("ops", r.ops);
   num("wall_s", r.wall_s);

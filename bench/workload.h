@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "umap/umap_types.h"
 
 namespace umap_bench {
 
@@ -42,6 +43,10 @@ absl::StatusOr<Backend> ParseBackend(const std::string& s);
 absl::StatusOr<Pattern> ParsePattern(const std::string& s);
 absl::StatusOr<Access> ParseAccess(const std::string& s);
 absl::StatusOr<Advice> ParseAdvice(const std::string& s);
+const char* PolicyName(umap_policy p);
+const char* JournalModeName(umap_journal_mode m);
+absl::StatusOr<umap_policy> ParsePolicy(const std::string& s);
+absl::StatusOr<umap_journal_mode> ParseJournalMode(const std::string& s);
 
 // --- the file's contents ---------------------------------------------------------------
 
@@ -122,12 +127,20 @@ struct BackendConfig {
   size_t block_size = 4096;
   unsigned handler_threads = 2;
   unsigned writeback_threads = 1;
+  // Write-back policy and journal (umap_config); empty journal_dir: the runtime's automatic
+  // per-runtime journal directory.
+  umap_policy policy = UMAP_POLICY_ATOMIC;
+  umap_journal_mode journal_mode = UMAP_JOURNAL_DATA;
+  std::string journal_dir;
   // mmap
   Advice advice = Advice::kDefault;
   // every backend
   bool drop_caches = false;     // also /proc/sys/vm/drop_caches before each run
   double stall_seconds = 120;   // no op finished for this long: report and exit(4)
   std::string cgroup_dir;       // when set: per-run peak from memory.max_usage_in_bytes
+  // Test hook: overwrite file word TEST_corrupt_word (read runs: before the run, restored
+  // after it; write runs: after the run, before verification), to prove the checks bite.
+  uint64_t TEST_corrupt_word = ~0ull;
 };
 
 struct RunResult {
