@@ -1,0 +1,160 @@
+// umap-recover: replays, verifies or summarises a Umap write-ahead journal at job restart.
+// A thin main() over recovery/recovery.h; every option and exit code is described in
+// docs/umap-recover.1.md and docs/operations.md.
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "journal/format.h"
+#include "recovery/recovery.h"
+#include "umap/env.h"
+#include "tools/progress.h"
+#include "tools/render.h"
+
+namespace umap::tools {
+namespace {
+
+constexpr char kFooter[] = R"(Exit codes:
+  0  nothing to do, or every committed transaction replayed (verify: all blocks equal)
+  1  replayed, but data was discarded or cannot be repaired (listed); verify: blocks differ
+  2  refused, nothing written to the refused files: journal held by a live process, file
+     identity or size mismatch, missing or read-only file, journal from a newer format,
+     corrupt journal; also usage errors
+  3  I/O error during replay: the journal keeps every unapplied transaction; safe to rerun
+See umap-recover(1) (docs/umap-recover.1.md) and docs/operations.md.)";
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "umap-recover: replay the committed transactions of a Umap journal into their files "
+      "(default), verify files against it, or summarise it.",
+      "umap-recover"};
+  app.footer(kFooter);
+  app.set_version_flag("--version", absl::StrCat("umap-recover (umap 0.1.0, journal format ",
+                                                 journal::kFormatVersion, ")"));
+  // Options may come before or after the subcommand.
+  app.fallthrough();
+
+  std::string journal_dir;
+  bool dry_run = false, json = false, accept_size = false, verify_after = false;
+  bool missing_ok = false, quiet = false;
+  std::vector<std::string> force_paths;
+  std::string only, progress = "auto";
+  uint64_t checkpoint_mib = 256;
+
+  app.add_option("-j,--journal", journal_dir, "The journal directory (umap_config.journal_dir)")
+      ->required()
+      ->type_name("DIR");
+  app.add_flag("-n,--dry-run", dry_run,
+               "Check everything and report what replay would do; write nothing");
+  app.add_flag("--json", json, "Print the report as one JSON document on stdout");
+  app.add_option("--force-path", force_paths,
+                 "OLD=NEW: the file journaled at OLD (or below directory OLD) is now at NEW; "
+                 "skips the device/inode check (size still checked). Repeatable")
+      ->type_name("OLD=NEW");
+  app.add_flag("--accept-size", accept_size,
+               "Replay even if the file's size differs from the journaled size");
+  app.add_option("--only", only, "Only the mappings of this file (journaled path)")
+      ->type_name("PATH");
+  app.add_flag("--verify-after", verify_after,
+               "After replay and fdatasync, read every written block back and check its CRC");
+  app.add_option("--checkpoint-mib", checkpoint_mib,
+                 "Sync and mark applied every N MiB replayed (0: only at the end)")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--progress", progress, "auto (bar on a terminal, lines otherwise), bar, lines, "
+                                         "never")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "never"}))
+      ->capture_default_str();
+  app.add_flag("--missing-ok", missing_ok,
+               "A missing journal directory is 'nothing to do' (exit 0), not a refusal");
+  app.add_flag("-q,--quiet", quiet, "Print nothing when the exit code is 0");
+
+  CLI::App* replay_cmd = app.add_subcommand("replay", "Replay committed transactions (default)");
+  CLI::App* verify_cmd = app.add_subcommand(
+      "verify", "Compare the files' blocks with the journal's CRCs; write nothing");
+  CLI::App* status_cmd = app.add_subcommand(
+      "status", "Summarise the journal: mappings, pending transactions, targets; write nothing");
+  app.require_subcommand(0, 1);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help/version (rc 0) or the error
+    return rc == 0 ? 0 : static_cast<int>(recovery::ExitCode::kRefused);
+  }
+
+  Command cmd = Command::kReplay;
+  if (verify_cmd->parsed()) cmd = Command::kVerify;
+  if (status_cmd->parsed()) cmd = Command::kStatus;
+  if (dry_run && cmd == Command::kReplay) cmd = Command::kDryRun;
+  (void)replay_cmd;
+
+  recovery::RecoverOptions o;
+  o.journal_dir = journal_dir;
+  o.allow_missing_journal = missing_ok;
+  o.mode = cmd == Command::kReplay   ? recovery::Mode::kReplay
+           : cmd == Command::kVerify ? recovery::Mode::kVerify
+                                     : recovery::Mode::kDryRun;
+  o.accept_size_change = accept_size;
+  o.verify_after_replay = verify_after;
+  o.checkpoint_bytes = checkpoint_mib << 20;
+  for (const std::string& spec : force_paths) {
+    absl::StatusOr<recovery::PathRelocation> r = recovery::ParseRelocation(spec);
+    if (!r.ok()) {
+      std::fprintf(stderr, "umap-recover: %s\n", std::string(r.status().message()).c_str());
+      return static_cast<int>(recovery::ExitCode::kRefused);
+    }
+    o.relocations.push_back(*std::move(r));
+  }
+  if (!only.empty()) {
+    // Match the journaled path or, if the file exists, its device and inode.
+    absl::StatusOr<FileIdentity> id = Env::Default()->IdentifyPath(only);
+    o.only_file = id.ok() ? *id : FileIdentity{only, 0, 0, 0};
+  }
+
+  ProgressPrinter::Options po;
+  po.style = progress == "bar"     ? ProgressPrinter::Style::kBar
+             : progress == "lines" ? ProgressPrinter::Style::kLines
+             : progress == "never" ? ProgressPrinter::Style::kOff
+                                   : ProgressPrinter::AutoStyle(STDERR_FILENO);
+  if (progress == "bar" || progress == "lines") po.delay_micros = 0;
+  ProgressPrinter printer(stderr, po);
+  if (cmd != Command::kStatus) {
+    o.progress = [&printer](const recovery::Progress& p) { printer.Update(p); };
+  }
+
+  absl::StatusOr<recovery::Report> report = recovery::Recover(o);
+  printer.Finish();
+  int code;
+  std::string out;
+  if (!report.ok()) {
+    code = ExitCodeFor(cmd, report.status());
+    out = json ? RenderErrorJson(cmd, journal_dir, report.status(), code)
+               : RenderErrorText(cmd, journal_dir, report.status(), code);
+  } else {
+    code = ExitCodeFor(cmd, *report);
+    out = json ? RenderJson(cmd, *report, code) : RenderText(cmd, *report, code);
+  }
+  if (!(quiet && code == 0)) {
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+  }
+  return code;
+}
+
+}  // namespace
+}  // namespace umap::tools
+
+int main(int argc, char** argv) {
+  try {
+    return umap::tools::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "umap-recover: internal error: %s\n", e.what());
+    return static_cast<int>(umap::recovery::ExitCode::kIoError);
+  }
+}
