@@ -423,11 +423,22 @@ int Main(int argc, char** argv) {
     }
   }
 
+  uint64_t child_cache = f.cache;
+  if (f.memory_limit > 0 && !f.internal_child) {
+    // Keep umap's cache (shadows included) at most half the limit: the rest is for the
+    // process itself (about 13 MiB here), umsync's capture copy and the journal.
+    const uint64_t cap = f.memory_limit / 2 / f.block_size * f.block_size;
+    if (child_cache > cap) {
+      child_cache = cap;
+      std::printf("umap cache set to %s (half the memory limit %s)\n",
+                  HumanBytes(child_cache).c_str(), HumanBytes(f.memory_limit).c_str());
+    }
+  }
   const std::string context = absl::StrFormat(
       "file %s (%s); umap cache %s, block %s, %u handler threads, policy %s, journal %s; "
       "mmap madvise %s; "
       "%d repeat(s), median (min–max); page cache of the file dropped before every run%s",
-      f.file, HumanBytes(f.file_size), HumanBytes(f.cache), HumanBytes(f.block_size),
+      f.file, HumanBytes(f.file_size), HumanBytes(child_cache), HumanBytes(f.block_size),
       f.handlers, f.policy, f.journal_mode, f.madvise, f.repeats, f.drop_caches ? " (and /proc/sys/vm/drop_caches)" : "",
       f.memory_limit ? absl::StrCat("; each backend in a memory cgroup limited to ",
                                     HumanBytes(f.memory_limit))
@@ -436,19 +447,10 @@ int Main(int argc, char** argv) {
   int failures = 0;
 
   if (f.memory_limit > 0 && !f.internal_child) {
-    // Keep umap's cache (and its shadows, inside cache_bytes) below the limit, with room for
-    // the process itself.
-    uint64_t cache = f.cache;
-    const uint64_t room = std::max<uint64_t>(f.memory_limit / 4, 8ull << 20);
-    if (cache + room > f.memory_limit) {
-      cache = f.memory_limit > room ? (f.memory_limit - room) / f.block_size * f.block_size : 0;
-      std::printf("umap cache set to %s to stay below the memory limit %s\n",
-                  HumanBytes(cache).c_str(), HumanBytes(f.memory_limit).c_str());
-    }
     for (Backend b : *backends) {
       std::printf("--- %s in a memory cgroup limited to %s ---\n", BackendName(b),
                   HumanBytes(f.memory_limit).c_str());
-      auto o = RunChild(b, f.memory_limit, cache, argc, argv);
+      auto o = RunChild(b, f.memory_limit, child_cache, argc, argv);
       if (!o.ok()) return fail(o.status());
       std::string how = WIFEXITED(o->status)
                             ? absl::StrCat("exit ", WEXITSTATUS(o->status))
@@ -459,7 +461,17 @@ int Main(int argc, char** argv) {
                   HumanBytes(f.memory_limit).c_str(),
                   static_cast<unsigned long long>(o->failcnt),
                   static_cast<unsigned long long>(o->oom_kills));
-      if (!(WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0)) ++failures;
+      if (!(WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0)) {
+        ++failures;
+        // A child that died inside a write run left its writes in the file: restore it so
+        // the next backend's verification starts from the original contents.
+        auto wrong = file->Repair();
+        if (!wrong.ok()) return fail(wrong.status());
+        if (*wrong > 0) {
+          std::printf("restored %s of the file that the failed %s child left written\n",
+                      HumanBytes(*wrong).c_str(), BackendName(b));
+        }
+      }
       std::string lines;
       for (const std::string& line : o->json_lines) {
         RunResult r = ResultFromJson(line);

@@ -1,6 +1,7 @@
 #include "bench/workload.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -1032,6 +1033,9 @@ absl::StatusOr<RunResult> RunOnce(const BenchFile& file, const Workload& w,
   }
   g_sigbus.base.store(0);
   watchdog.reset();
+  // Give freed heap (the runtime's, the journal's) back, so the next run's peak RSS starts
+  // from what is really in use.
+  ::malloc_trim(0);
 
   if (test_corrupt) {
     // Read run: put the word back. Write run: break it just before the verification.
