@@ -118,14 +118,17 @@ class Journal {
   };
 
   // Opens (creating if needed) the journal in options.dir and recovers its state: mappings,
-  // committed transactions not yet applied, the highest LSN and mapping id ever issued.
+  // pending transactions (headers are verified now, payloads when read), the highest LSN
+  // and mapping id ever issued.
   // Staged records are discarded: they belonged to a cache that no longer exists and were
   // never committed. Errors:
   //   kUnavailable         the journal is open elsewhere (message names the directory and,
   //                        when it can be found, the pid holding it), or RocksDB I/O failed;
   //   kFailedPrecondition  the journal was written in a newer format than this build reads;
   //   kDataLoss            a record is corrupt, or the directory holds another database;
-  //   kInvalidArgument     options.dir is empty.
+  //   kInvalidArgument     options.dir is empty;
+  //   an Env error         creating the directory failed (kNotFound: no parent).
+  // The "in use" errors carry errno EBUSY.
   static absl::StatusOr<std::unique_ptr<Journal>> Open(const JournalOptions& options);
 
   // Closes RocksDB. Pending transactions stay in the journal for the next Open.
