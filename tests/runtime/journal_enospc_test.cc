@@ -103,10 +103,8 @@ TEST(JournalEnospc, UmsyncReturnsEnospcLosesNothingAndSucceedsOnceSpaceReturns) 
   errno = 0;
   EXPECT_EQ(umsync(p, size, MS_SYNC), -1) << "still full: still ENOSPC, never a silent success";
   EXPECT_EQ(errno, ENOSPC);
-  for (size_t b = 0; b < size / kBlock; b += 7) {
-    ASSERT_EQ(std::memcmp(p + b * kBlock, want2.data() + b * kBlock, kBlock), 0)
-        << "round 2 still readable in cache, block " << b;
-  }
+  // (No reads of the mapping here: with the journal full, dirty blocks cannot be spilled,
+  // so a miss waits for a cache block — back-pressure — until space returns.)
 
   // Space returns: the same data syncs.
   ASSERT_EQ(::unlink(filler.c_str()), 0);
