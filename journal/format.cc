@@ -75,10 +75,14 @@ bool GetByte(std::string_view* in, uint8_t* v) {
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// crc | length | image. The length is explicit because a CRC alone misses some truncations:
+// after the image bytes FF FF FF FF the CRC32C register is zero, and zero bytes appended
+// to it leave the CRC unchanged.
 std::string EncodeBlockImage(absl::string_view data) {
   std::string v;
-  v.reserve(4 + data.size());
+  v.reserve(8 + data.size());
   PutFixed32(&v, crc32c::Value(data.data(), data.size()));
+  PutFixed32(&v, static_cast<uint32_t>(data.size()));
   v.append(data.data(), data.size());
   return v;
 }
@@ -86,8 +90,10 @@ std::string EncodeBlockImage(absl::string_view data) {
 absl::Status DecodeBlockImage(absl::string_view what, absl::string_view value, uint32_t* crc,
                               absl::string_view* data) {
   std::string_view in = Std(value);
-  if (!GetFixed32(&in, crc)) return Malformed(what, "value shorter than its CRC");
-  if (in.empty()) return Malformed(what, "empty block image");
+  uint32_t length = 0;
+  if (!GetFixed32(&in, crc) || !GetFixed32(&in, &length)) return Malformed(what, "truncated");
+  if (length == 0) return Malformed(what, "empty block image");
+  if (in.size() != length) return Malformed(what, "image length does not match the value");
   if (crc32c::Value(in.data(), in.size()) != *crc) return Malformed(what, "block CRC mismatch");
   *data = absl::string_view(in.data(), in.size());
   return absl::OkStatus();

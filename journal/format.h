@@ -10,10 +10,10 @@
 //   'W'                          watermark last_lsn u64 | last_mapping_id u64 | rcrc u32
 //   'M' | id be64                mapping  block_size u32 | policy u8 | contents u8 | device u64 |
 //                                         inode u64 | size u64 | path_len u32 | path | rcrc u32
-//   'S' | mapping be64 | block be64   staged block   crc u32 | data
+//   'S' | mapping be64 | block be64   staged block   crc u32 | length u32 | data
 //   'T' | lsn be64               txn header  contents u8 | mapping u64 | n u32 |
 //                                            n x (block u64 | length u32 | crc u32) | rcrc u32
-//   'P' | lsn be64 | block be64  txn payload  crc u32 | data          (data mode only)
+//   'P' | lsn be64 | block be64  txn payload  crc u32 | length u32 | data  (data mode only)
 //
 // Value integers are little-endian fixed width. "crc" is the CRC32C (base/crc32c.h) of the
 // block bytes alone, so that intent-mode recovery can compare it with the file's bytes.
@@ -96,7 +96,7 @@ absl::StatusOr<MappingRecord> DecodeMapping(absl::string_view key, absl::string_
 
 // ---- 'S' and 'P': block images -----------------------------------------------------------
 // A staged block (atomic policy spill, uncommitted) and a transaction payload share one value
-// layout: crc u32 | data, with 1 <= data.size().
+// layout: crc u32 | length u32 | data, with length == data.size() >= 1.
 struct StagedBlock {
   uint64_t mapping_id = 0;  // from the key
   uint64_t block = 0;       // from the key

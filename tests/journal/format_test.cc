@@ -206,6 +206,21 @@ TEST(JournalFormat, IntentMappingWithAtomicPolicyIsDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+// Regression (found by PayloadRoundTrips): after FF FF FF FF the CRC32C register is zero and
+// trailing zero bytes do not change the CRC, so only the explicit length catches this cut.
+TEST(JournalFormat, TruncatedImageWithTheSameCrcIsDataLoss) {
+  const std::string image("\xFF\xFF\xFF\xFF\0", 5);
+  ASSERT_EQ(crc32c::Value(image.data(), 4), crc32c::Value(image.data(), 5));
+  const std::string v = EncodeTxnPayload(image);
+  EXPECT_TRUE(DecodeTxnPayload(TxnPayloadKey(1, 1), v).ok());
+  EXPECT_EQ(DecodeTxnPayload(TxnPayloadKey(1, 1), v.substr(0, v.size() - 1)).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeStaged(StagedKey(1, 1), EncodeStaged(image).substr(0, v.size() - 1))
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST(JournalFormat, EmptyBlockImageIsDataLoss) {
   EXPECT_EQ(DecodeStaged(StagedKey(1, 1), EncodeStaged("")).status().code(),
             absl::StatusCode::kDataLoss);
