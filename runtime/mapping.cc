@@ -109,9 +109,14 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     return;
   }
   if (cb == BlockPool::kNone) {
+    // Slow path: every cache block is dirty and cannot leave the cache. Say why and what to do.
+    int wb = rt_->last_writeback_errno();
     RaiseSigbus(block, e.v, tid,
-                PosixError(ENOMEM, "no cache block could be freed within the time budget "
-                                   "(write-back stalled?)"));
+                PosixError(ENOMEM, absl::StrCat(
+                    "no cache block could be freed in time: dirty blocks cannot be written "
+                    "back (last write-back error: ", wb ? std::strerror(wb) : "none",
+                    "). umsync more often, raise cache_bytes or the journal's staged quota, "
+                    "free space on the journal disk, or use policy=relaxed")));
     return;
   }
   absl::Status status;
@@ -260,6 +265,7 @@ bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
       }
     }
     rt_->counters().io_errors.fetch_add(1, std::memory_order_relaxed);
+    rt_->NoteWriteBackError(err);
     return false;
   }
   for (uint32_t s : order) {

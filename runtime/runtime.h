@@ -78,6 +78,9 @@ class Runtime {
   // Acquires a cache block for a fill, evicting another block if needed. kNone only when
   // none could be freed (all busy, or every candidate dirty with no shadow free).
   uint32_t AcquireBlock();
+  // The errno of the most recent failed write-back of evicted blocks (0: none yet).
+  void NoteWriteBackError(int err) { last_writeback_errno_.store(err, std::memory_order_relaxed); }
+  int last_writeback_errno() const { return last_writeback_errno_.load(std::memory_order_relaxed); }
 
  private:
   struct HandlerCtx;
@@ -115,6 +118,7 @@ class Runtime {
   std::unique_ptr<std::atomic<uint64_t>[]> epochs_;
 
   std::atomic<bool> stop_{false};
+  std::atomic<int> last_writeback_errno_{0};
   std::vector<std::thread> handlers_;
   std::vector<std::thread> writers_;
 
