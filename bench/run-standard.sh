@@ -10,7 +10,7 @@
 #
 # Usage: bench/run-standard.sh BUILD_DIR
 # Knobs (environment): UMAP_BENCH_OUT (result dir), UMAP_BENCH_REPEATS (3),
-#   UMAP_BENCH_LOCAL_OPS (4000 per thread), UMAP_BENCH_GLUSTER_OPS (800 per thread),
+#   UMAP_BENCH_LOCAL_OPS (5000 per thread), UMAP_BENCH_GLUSTER_OPS (1500 per thread),
 #   UMAP_BENCH_SKIP_GLUSTER=1, UMAP_BENCH_LOCAL_DIR (where the local file goes: /var/tmp).
 set -uo pipefail
 
@@ -24,8 +24,8 @@ command -v gnuplot >/dev/null || echo "run-standard: gnuplot missing: no PNG plo
 STAMP=$(date +%Y-%m-%d-%H%M%S)
 OUT=${UMAP_BENCH_OUT:-$ROOT/bench/results/$STAMP}
 REPEATS=${UMAP_BENCH_REPEATS:-3}
-LOCAL_OPS=${UMAP_BENCH_LOCAL_OPS:-4000}
-GL_OPS=${UMAP_BENCH_GLUSTER_OPS:-800}
+LOCAL_OPS=${UMAP_BENCH_LOCAL_OPS:-5000}
+GL_OPS=${UMAP_BENCH_GLUSTER_OPS:-1500}
 LOCAL_DIR=${UMAP_BENCH_LOCAL_DIR:-/var/tmp}/umap-bench-std-$$
 GL_NAME=umapbench-$$
 GL_ROOT=/var/tmp/umap-bench-gluster-$$
@@ -63,8 +63,9 @@ START=$(date +%s)
 
 failed=0
 run() {  # run LABEL LOG ARGS...: one umap-bench invocation, logged, commands recorded
-  local label=$1 log=$2
+  local label=$1 log=$2 t0
   shift 2
+  t0=$(date +%s)
   echo "- $label: \`umap-bench $*\`" >>"$OUT/commands.md"
   echo "=== $label: $BENCH $*"
   # A stalled runtime is reported by umap-bench's watchdog (--stall-seconds); the timeout is
@@ -72,6 +73,7 @@ run() {  # run LABEL LOG ARGS...: one umap-bench invocation, logged, commands re
   timeout --kill-after=20 900 "$BENCH" "$@" --json "$JSON" --markdown "$OUT/tables.md" \
     --plot-dir "$OUT" --label "$label" 2>&1 | tee "$OUT/$log"
   local rc=${PIPESTATUS[0]}
+  echo "  (took $(( $(date +%s) - t0 )) s)" >>"$OUT/commands.md"
   if [ "$rc" -ne 0 ]; then
     echo "run-standard: $label: umap-bench exited $rc (see $OUT/$log)" | tee -a "$OUT/problems.txt" >&2
     failed=1
