@@ -171,6 +171,8 @@ struct Txn {
   Contents contents = Contents::kData;
   std::vector<PendingBlock> blocks;
   uint64_t bytes = 0;
+  // The images as the scan read them (kReplay, within RecoverOptions::scan_cache_bytes).
+  std::unique_ptr<journal::Transaction> images;
 };
 
 // One version of one block range of a file.
@@ -282,7 +284,9 @@ class Recoverer {
 
   std::vector<Txn> txns_;  // LSN order
   std::map<uint64_t, MappingWork> work_;  // included mappings by id
+  Report::Timings timings_;
   uint64_t replay_total_ = 0, replay_done_ = 0;
+  uint64_t cached_bytes_ = 0;
 };
 
 bool Recoverer::Included(const MappingInfo& m) const {
@@ -354,6 +358,11 @@ absl::Status Recoverer::Scan(Report* report) {
                    m.file.path, " of ", m.file.size, " bytes (block size ", m.block_size,
                    "); nothing written for this file")));
       }
+    }
+    if (o_.mode == Mode::kReplay && txn.contents == Contents::kData &&
+        cached_bytes_ + txn.bytes <= o_.scan_cache_bytes) {
+      cached_bytes_ += txn.bytes;
+      txn.images = std::make_unique<journal::Transaction>(*std::move(t));
     }
     MappingReport& r = *w->report;
     if (r.first_lsn == 0) r.first_lsn = lsn;
@@ -552,7 +561,10 @@ absl::Status Recoverer::Checkpoint(FileGroup* g, std::vector<const Txn*>* done,
                                    std::vector<Version>* written) {
   if (!written->empty()) {
     progress_.Update(Progress::Phase::kSync, replay_done_, replay_total_, g->path, true);
-    if (absl::Status s = g->file->Sync(); !s.ok()) {
+    const uint64_t t0 = env_->NowMicros();
+    absl::Status sync_status = g->file->Sync();
+    timings_.sync += env_->NowMicros() - t0;
+    if (absl::Status s = sync_status; !s.ok()) {
       // Never retry a failed fdatasync: the kernel may have dropped the pages. The
       // transactions stay pending; the next run writes them again.
       FailGroup(g, Problem::kIo,
@@ -585,7 +597,10 @@ absl::Status Recoverer::Checkpoint(FileGroup* g, std::vector<const Txn*>* done,
     std::vector<uint64_t> lsns;
     lsns.reserve(done->size());
     for (const Txn* t : *done) lsns.push_back(t->lsn);
-    if (absl::Status s = journal_.MarkApplied(absl::MakeConstSpan(lsns)); !s.ok()) {
+    const uint64_t t0 = env_->NowMicros();
+    absl::Status mark_status = journal_.MarkApplied(absl::MakeConstSpan(lsns));
+    timings_.mark += env_->NowMicros() - t0;
+    if (absl::Status s = mark_status; !s.ok()) {
       FailGroup(g, Problem::kJournal,
                 absl::Status(s.code(), absl::StrCat("the file is synced, but marking its "
                                                     "transactions applied failed: ",
@@ -623,7 +638,10 @@ absl::Status Recoverer::Replay(FileGroup* g) {
       if (bv.newest.lsn == t->lsn && bv.newest.contents == Contents::kData) mine.push_back(i);
     }
     if (!mine.empty()) {
-      absl::StatusOr<journal::Transaction> full = journal_.ReadTransaction(t->lsn);
+      uint64_t t0 = env_->NowMicros();
+      absl::StatusOr<journal::Transaction> full =
+          t->images != nullptr ? std::move(*t->images) : journal_.ReadTransaction(t->lsn);
+      timings_.read += env_->NowMicros() - t0;
       if (!full.ok()) {
         absl::Status s = full.status();
         FailGroup(g, absl::IsDataLoss(s) ? Problem::kBadTransaction : Problem::kIo,
@@ -648,8 +666,11 @@ absl::Status Recoverer::Replay(FileGroup* g) {
         }
         const uint64_t offset = first.block * bs;
         progress_.Update(Progress::Phase::kReplay, replay_done_, replay_total_, g->path);
-        if (absl::Status s = g->file->WriteAt(offset, absl::MakeConstSpan(data.data(), data.size()));
-            !s.ok()) {
+        t0 = env_->NowMicros();
+        absl::Status write_status =
+            g->file->WriteAt(offset, absl::MakeConstSpan(data.data(), data.size()));
+        timings_.write += env_->NowMicros() - t0;
+        if (absl::Status s = write_status; !s.ok()) {
           FailGroup(g, Problem::kIo,
                     absl::Status(s.code(), absl::StrCat("replay of LSN ", t->lsn, " (mapping ",
                                                         t->mapping_id, ", block ", first.block,
@@ -720,7 +741,9 @@ absl::StatusOr<Report> Recoverer::Run(Report report) {
     report.mappings.push_back(std::move(r));
   }
   for (MappingReport& r : report.mappings) work_[r.mapping.id].report = &r;
+  uint64_t t = env_->NowMicros();
   RETURN_IF_ERROR(Scan(&report));
+  report.timings.scan = env_->NowMicros() - t;
 
   // Check each mapping with work, then group mappings by the file found at their target.
   std::map<std::pair<uint64_t, uint64_t>, FileGroup> groups;
@@ -795,6 +818,10 @@ absl::StatusOr<Report> Recoverer::Run(Report report) {
       }
     }
   }
+  report.timings.read = timings_.read;
+  report.timings.write = timings_.write;
+  report.timings.sync = timings_.sync;
+  report.timings.mark = timings_.mark;
   report.duration_micros = env_->NowMicros() - start_;
   return report;
 }
@@ -850,13 +877,20 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
   // Keep the staged records: dry-run and verify must not change the journal, and a replay
   // drops them with each mapping it forgets (so they are counted per mapping).
   jo.keep_staged = true;
+  uint64_t t0 = env->NowMicros();
   ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(jo));
+  const uint64_t open_us = env->NowMicros() - t0;
   const journal::Journal::Stats st = j->stats();
   report.staged_blocks = st.staged_blocks;
   report.staged_bytes = st.staged_bytes;
   absl::StatusOr<Report> out = RecoverImpl(*j, options, /*owned=*/true, std::move(report));
+  t0 = env->NowMicros();
   j.reset();  // closes RocksDB: the next process may open the journal
-  if (out.ok()) out->duration_micros = env->NowMicros() - start;
+  if (out.ok()) {
+    out->timings.open = open_us;
+    out->timings.close = env->NowMicros() - t0;
+    out->duration_micros = env->NowMicros() - start;
+  }
   return out;
 }
 

@@ -116,6 +116,9 @@ struct RecoverOptions {
   // kReplay: after the final fdatasync, read every written block back and compare its CRC
   // (a mismatch is an I/O error: the transactions stay pending).
   bool verify_after_replay = false;
+  // Images read by the scan are kept in memory, up to this many bytes, so that replay does
+  // not read them from the journal a second time.
+  uint64_t scan_cache_bytes = 256ull << 20;
   // kReplay: sync and mark applied after this many image bytes (0 = only at the end).
   uint64_t checkpoint_bytes = 256ull << 20;
   // Called on the calling thread at most every progress_interval_micros, and once at the
@@ -211,6 +214,11 @@ struct Report {
   std::vector<MappingReport> mappings;  // by mapping id; filtered ones left out
   absl::Status journal_status;    // a journal error after the scan (MarkApplied etc.)
   uint64_t duration_micros = 0;
+  // Where the time went (wall clock, microseconds): reading and CRC-checking the backlog
+  // (scan), reading it again to write it (read), file writes, fdatasyncs, MarkApplied.
+  struct Timings {
+    uint64_t open = 0, scan = 0, read = 0, write = 0, sync = 0, mark = 0, close = 0;
+  } timings;
 };
 
 // The umap-recover exit codes (docs/umap-recover.1.md).

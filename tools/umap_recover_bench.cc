@@ -143,14 +143,6 @@ int Main(int argc, char** argv) {
   o.journal_dir = journal_dir;
   o.checkpoint_bytes = checkpoint_mib << 20;
   o.verify_after_replay = verify_after;
-  // When each phase was first and last seen (the progress callback fires at phase ends too).
-  uint64_t phase_first[3] = {0, 0, 0}, phase_last[3] = {0, 0, 0};
-  o.progress_interval_micros = 0;
-  o.progress = [&](const recovery::Progress& p) {
-    const int i = static_cast<int>(p.phase);
-    if (phase_first[i] == 0) phase_first[i] = p.elapsed_micros + 1;
-    phase_last[i] = p.elapsed_micros;
-  };
   const uint64_t t0 = env->NowMicros();
   absl::StatusOr<recovery::Report> report = recovery::Recover(o);
   const uint64_t us = env->NowMicros() - t0;
@@ -167,10 +159,11 @@ int Main(int argc, char** argv) {
               "(exit code %d)\n",
               static_cast<unsigned long long>(txns), HumanBytes(written).c_str(), Secs(us),
               MiBps(written, us), static_cast<int>(recovery::ExitCodeOf(*report)));
-  std::printf("phases:  open+scan (read and CRC-check the backlog) %.2f s, write %.2f s, "
-              "sync+mark %.2f s, close %.2f s\n",
-              Secs(phase_last[0]), Secs(phase_first[2] - 1 - phase_last[0]),
-              Secs(phase_last[2] - (phase_first[2] - 1)), Secs(us - phase_last[2]));
+  const recovery::Report::Timings& tm = report->timings;
+  std::printf("phases:  open %.2f s, scan (read + CRC-check the backlog) %.2f s, read again "
+              "%.2f s, write %.2f s, fdatasync %.2f s, mark applied %.2f s, close %.2f s\n",
+              Secs(tm.open), Secs(tm.scan), Secs(tm.read), Secs(tm.write), Secs(tm.sync),
+              Secs(tm.mark), Secs(tm.close));
   {
     // Every block must now hold its committed image.
     int fd = ::open(file_path.c_str(), O_RDONLY);
