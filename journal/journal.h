@@ -121,7 +121,7 @@ class Journal {
   // pending transactions (headers are verified now, payloads when read), the highest LSN
   // and mapping id ever issued.
   // Staged records are discarded: they belonged to a cache that no longer exists and were
-  // never committed. Errors:
+  // never committed (unless options.keep_staged). Errors:
   //   kUnavailable         the journal is open elsewhere (message names the directory and,
   //                        when it can be found, the pid holding it), or RocksDB I/O failed;
   //   kFailedPrecondition  the journal was written in a newer format than this build reads;

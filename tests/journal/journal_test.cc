@@ -230,6 +230,22 @@ TEST_F(JournalTest, ReopenDiscardsStagedBlocks) {
   EXPECT_EQ(t.lsn, kNoLsn);
 }
 
+TEST_F(JournalTest, ReopenWithKeepStagedKeepsStagedBlocksAndTheirQuotaUse) {
+  const uint64_t m = AddMapping();
+  ASSERT_OK(journal_->Stage(m, 3, Image('a', 100)));
+  journal_.reset();
+  JournalOptions o = Options();
+  o.keep_staged = true;
+  ASSERT_OK_AND_ASSIGN(journal_, Journal::Open(o));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> staged, journal_->ReadStaged(m, 3));
+  EXPECT_EQ(staged, Image('a', 100));
+  EXPECT_EQ(journal_->stats().staged_bytes, 100u);
+  ASSERT_OK_AND_ASSIGN(Transaction t, journal_->Commit(m, {}, 0, 10));
+  ASSERT_EQ(t.blocks.size(), 1u);
+  EXPECT_EQ(t.blocks[0].data, Image('a', 100));
+  EXPECT_EQ(journal_->stats().staged_bytes, 0u);
+}
+
 TEST_F(JournalTest, StagedQuotaExceededIsResourceExhausted) {
   quota_ = 3 * 4096;
   Reopen();
