@@ -1,0 +1,263 @@
+// The umap-recover binary end to end: options, exit codes, messages and "writes nothing" for
+// each refusal; journals made by recovery_kill_worker (a process that commits and dies).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "journal/format.h"
+#include "rocksdb/db.h"
+#include "tests/recovery/kill_workload.h"
+#include "tests/recovery/subprocess.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/tools/json_check.h"
+
+namespace umap::tools {
+namespace {
+
+using ::recoverytest::Contents;
+using ::recoverytest::FileState;
+using ::recoverytest::ProcResult;
+using ::recoverytest::ReadFile;
+using ::recoverytest::StateAfter;
+using ::recoverytest::WriteFile;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class UmapRecoverCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    file_ = dir_.File("data");
+    journal_ = dir_.File("journal");
+    ASSERT_TRUE(WriteFile(file_, Contents({}, recoverytest::kKillBlocks)));
+  }
+
+  // A journal with `rounds` committed, never applied transactions (WAL only).
+  void Backlog(uint64_t rounds) {
+    ProcResult w = recoverytest::Run(
+        {UMAP_KILL_WORKER_BIN, "backlog", file_, journal_, std::to_string(rounds)}, dir_.path());
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+  }
+
+  ProcResult Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {UMAP_RECOVER_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return recoverytest::Run(argv, dir_.path());
+  }
+  ProcResult Recover(std::vector<std::string> args = {}) {
+    args.insert(args.begin(), {"--journal", journal_});
+    return Cli(args);
+  }
+
+  // Runs fn on the journal's RocksDB directly (to damage it).
+  template <typename Fn>
+  void WithRawDb(Fn fn) {
+    rocksdb::DB* db = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(rocksdb::Options(), journal_, &db);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    fn(db);
+    delete db;
+  }
+
+  void ExpectFileIs(const FileState& state) {
+    const std::string got = ReadFile(file_), want = Contents(state, recoverytest::kKillBlocks);
+    EXPECT_TRUE(got == want) << "first difference: " << recoverytest::FirstDiff(got, want);
+  }
+
+  umap::testing::TempDir dir_;
+  std::string file_, journal_;
+};
+
+TEST_F(UmapRecoverCliTest, HelpDescribesEveryOptionSubcommandAndExitCode) {
+  ProcResult r = Cli({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* s : {"--journal", "--dry-run", "--json", "--force-path", "--accept-size",
+                        "--only", "--verify-after", "--checkpoint-mib", "--progress",
+                        "--missing-ok", "--quiet", "--version", "replay", "verify", "status",
+                        "Exit codes:", "\n  0  ", "\n  1  ", "\n  2  ", "\n  3  ",
+                        "umap-recover.1.md"}) {
+    EXPECT_THAT(r.out, HasSubstr(s));
+  }
+  EXPECT_EQ(Cli({"--version"}).exit_code, 0);
+}
+
+TEST_F(UmapRecoverCliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Cli({}).exit_code, 2);
+  EXPECT_EQ(Cli({"--journal", journal_, "--bogus"}).exit_code, 2);
+  ProcResult bad = Recover({"--force-path", "relative=/x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("absolute"));
+}
+
+TEST_F(UmapRecoverCliTest, MissingJournalIsRefusedUnlessMissingOk) {
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("no journal at " + journal_));
+  EXPECT_FALSE(std::filesystem::exists(journal_));
+  ProcResult ok = Recover({"--missing-ok"});
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_THAT(ok.out, HasSubstr("no journal: nothing to do"));
+}
+
+TEST_F(UmapRecoverCliTest, ReplaysABacklogAndReportsIt) {
+  Backlog(4);
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 transactions pending in 1 of 1 mapping"));
+  EXPECT_THAT(r.out, HasSubstr("replayed 4 transactions (LSN 1..4)"));
+  EXPECT_THAT(r.out, HasSubstr("result: exit 0: every committed transaction is in its file"));
+  ExpectFileIs(StateAfter(4));
+}
+
+TEST_F(UmapRecoverCliTest, JsonReportIsOneValidDocument) {
+  Backlog(3);
+  ProcResult r = Recover({"--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(jsoncheck::IsValidJson(r.out)) << r.out;
+  for (const char* key : {"\"exit_code\":0", "\"command\":\"replay\"", "\"state\":\"replayed\"",
+                          "\"transactions\":{\"pending\":3,\"replayed\":3,\"discarded\":0}",
+                          "\"torn\":0", "\"bytes\":{", "\"duration_us\":", "\"unregistered\":true"}) {
+    EXPECT_THAT(r.out, HasSubstr(key));
+  }
+}
+
+TEST_F(UmapRecoverCliTest, DryRunStatusAndVerifyWriteNothing) {
+  Backlog(3);
+  const std::string before = ReadFile(file_);
+  ProcResult dry = Recover({"--dry-run"});
+  EXPECT_EQ(dry.exit_code, 0) << dry.out;
+  EXPECT_THAT(dry.out, HasSubstr("would replay 3 transactions (LSN 1..3)"));
+  ProcResult status = Recover({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.out;
+  EXPECT_THAT(status.out, HasSubstr("3 transactions pending (LSN 1..3)"));
+  EXPECT_THAT(status.out, HasSubstr("recovery needed"));
+  ProcResult verify = Cli({"verify", "--journal", journal_});  // options after the subcommand
+  EXPECT_EQ(verify.exit_code, 1) << verify.out;
+  EXPECT_THAT(verify.out, HasSubstr("differ"));
+  EXPECT_THAT(verify.out, HasSubstr("replay rewrites it"));
+  EXPECT_EQ(ReadFile(file_), before);
+  EXPECT_EQ(Recover().exit_code, 0);
+  ExpectFileIs(StateAfter(3));
+  ProcResult clean = Recover({"status"});
+  EXPECT_THAT(clean.out, HasSubstr("nothing to recover"));
+}
+
+TEST_F(UmapRecoverCliTest, ReplacedFileIsRefusedThenRelocatedWithForcePath) {
+  Backlog(2);
+  const std::string copy = dir_.File("copy");
+  ASSERT_TRUE(WriteFile(copy, ReadFile(file_)));
+  std::filesystem::rename(copy, file_);  // same path and bytes, another inode
+  const std::string before = ReadFile(file_);
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("REFUSED (identity_mismatch)"));
+  EXPECT_THAT(r.out, HasSubstr("is not the journaled file"));
+  EXPECT_EQ(ReadFile(file_), before);
+  ProcResult forced = Recover({"--force-path", file_ + "=" + file_});
+  EXPECT_EQ(forced.exit_code, 0) << forced.out;
+  EXPECT_THAT(forced.out, HasSubstr("replayed 2 transactions"));
+  ExpectFileIs(StateAfter(2));
+}
+
+TEST_F(UmapRecoverCliTest, MissingTargetFileIsRefused) {
+  Backlog(2);
+  std::filesystem::remove(file_);
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("REFUSED (missing_file)"));
+  EXPECT_THAT(r.out, HasSubstr(file_ + " is missing"));
+  EXPECT_FALSE(std::filesystem::exists(file_));
+}
+
+TEST_F(UmapRecoverCliTest, ReadOnlyTargetIsRefused) {
+  Backlog(2);
+  // Root ignores mode bits; an immutable file is read-only even for root.
+  if (std::system(("chattr +i '" + file_ + "' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "chattr +i not supported here";
+  }
+  const std::string before = ReadFile(file_);
+  ProcResult r = Recover();
+  std::system(("chattr -i '" + file_ + "'").c_str());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("REFUSED (not_writable)"));
+  EXPECT_THAT(r.out, HasSubstr("cannot open " + file_ + " for writing"));
+  EXPECT_EQ(ReadFile(file_), before);
+  EXPECT_EQ(Recover().exit_code, 0);
+  ExpectFileIs(StateAfter(2));
+}
+
+TEST_F(UmapRecoverCliTest, CorruptRecordInTheMiddleIsRefusedAndNothingWritten) {
+  Backlog(4);
+  WithRawDb([&](rocksdb::DB* db) {
+    const uint64_t block = recoverytest::RoundBlocks(2)[0];
+    std::string bad = journal::EncodeTxnPayload(recoverytest::Image(2, block));
+    bad[100] ^= 0x40;
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), journal::TxnPayloadKey(2, block), bad).ok());
+  });
+  const std::string before = ReadFile(file_);
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(r.out, HasSubstr("LSN 2 is corrupt"));
+  EXPECT_THAT(r.out, HasSubstr("nothing was written"));
+  EXPECT_EQ(ReadFile(file_), before);
+}
+
+TEST_F(UmapRecoverCliTest, NewerJournalFormatIsRefused) {
+  Backlog(1);
+  WithRawDb([&](rocksdb::DB* db) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), journal::FormatKey(),
+                        journal::EncodeFormat({journal::kFormatVersion + 1}))
+                    .ok());
+  });
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.out, HasSubstr("newer than version"));
+  ExpectFileIs({});
+}
+
+// A WAL cut inside its last record: that commit never completed (its sync never returned),
+// RocksDB's point-in-time recovery drops it, and the committed prefix is replayed.
+TEST_F(UmapRecoverCliTest, TruncatedWalTailReplaysTheCommittedPrefix) {
+  Backlog(4);
+  std::string wal;
+  for (const auto& e : std::filesystem::directory_iterator(journal_)) {
+    if (e.path().extension() == ".log" && std::filesystem::file_size(e.path()) > 0) {
+      wal = e.path().string();
+    }
+  }
+  ASSERT_FALSE(wal.empty());
+  std::filesystem::resize_file(wal, std::filesystem::file_size(wal) - 100);
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("replayed 3 transactions (LSN 1..3)"));
+  ExpectFileIs(StateAfter(3));
+}
+
+TEST_F(UmapRecoverCliTest, OnlySelectsOneFile) {
+  Backlog(2);
+  ProcResult other = Recover({"--only", dir_.File("elsewhere")});
+  EXPECT_EQ(other.exit_code, 0);
+  EXPECT_THAT(other.out, HasSubstr("2 transactions pending in 0 of 0 mappings"));
+  ExpectFileIs({});
+  ProcResult mine = Recover({"--only", file_});
+  EXPECT_EQ(mine.exit_code, 0);
+  ExpectFileIs(StateAfter(2));
+}
+
+TEST_F(UmapRecoverCliTest, ProgressLinesWhenNotATerminalAndQuietOnSuccess) {
+  Backlog(2);
+  ProcResult r = Recover({"--progress", "lines", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("umap-recover: scan 100% 2/2 transactions"));
+  EXPECT_THAT(r.err, HasSubstr("umap-recover: replay 100%"));
+  EXPECT_THAT(r.err, Not(HasSubstr("\r")));
+}
+
+}  // namespace
+}  // namespace umap::tools
