@@ -133,7 +133,8 @@ struct RecoverOptions {
 enum class BlockClass {
   kApplied,     // the newest committed image
   kNotApplied,  // an older committed image still pending in the journal (matched_lsn)
-  kTorn,        // neither the newest nor any older known version: a partial write
+  kTorn,        // neither the newest nor any older pending version: a partial write (or,
+                // after a power cut, an older version whose unsynced write-back was lost)
   kUnknown,     // not the newest, and no older version is known: not applied or torn
 };
 absl::string_view BlockClassName(BlockClass c);

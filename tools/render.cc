@@ -72,10 +72,13 @@ std::string ClassCounts(const MappingReport& m) {
 
 void FindingLines(const MappingReport& m, std::string* out) {
   for (const BlockFinding& f : m.findings) {
-    absl::StrAppend(out, "  ", recovery::BlockClassName(f.cls), ": block ", f.block, " (offset ",
+    // A data-mode block that differs is simply rewritten by replay; its class (which older
+    // version it matches) only matters where nothing can be rewritten (intent mode).
+    absl::StrAppend(out, "  ", f.repairable ? "differs" : recovery::BlockClassName(f.cls),
+                    ": block ", f.block, " (offset ",
                     f.offset, ", ", f.length, " bytes) of LSN ", f.lsn);
     absl::StrAppendFormat(out, ": file crc %08x, journal crc %08x", f.found_crc, f.expected_crc);
-    if (f.cls == BlockClass::kNotApplied) {
+    if (f.cls == BlockClass::kNotApplied && !f.repairable) {
       absl::StrAppend(out, ", the file holds the version of LSN ", f.matched_lsn);
     }
     absl::StrAppend(out, f.repairable ? "; replay rewrites it" : "; cannot be repaired (intent mode)",
@@ -120,7 +123,10 @@ void MappingLine(Command c, const MappingReport& m, std::string* out) {
       const uint64_t bad = m.blocks_not_applied + m.blocks_torn + m.blocks_unknown;
       absl::StrAppend(out, "verified ", Blocks(m.blocks_verified + bad), " of ", Txns(m.txns_pending),
                       " (", LsnRange(m), "): ", m.blocks_verified, " equal, ", bad, " differ");
-      if (bad > 0) absl::StrAppend(out, " (", ClassCounts(m), ")");
+      if (bad > 0) {
+        absl::StrAppend(out, intent ? absl::StrCat(" (", ClassCounts(m), ")")
+                                    : std::string(" (replay rewrites them)"));
+      }
       absl::StrAppend(out, "\n");
       break;
     }
