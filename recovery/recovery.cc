@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <map>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -321,9 +322,26 @@ absl::Status Recoverer::Scan(Report* report) {
   const std::vector<uint64_t> lsns = journal_.PendingLsns();
   report->pending_txns = lsns.size();
   uint64_t done = 0;
-  for (uint64_t lsn : lsns) {
+  // Transactions are read by up to scan_threads threads, a window at a time (bounded
+  // memory), and processed here in LSN order.
+  const size_t threads = std::max<size_t>(1, o_.scan_threads);
+  constexpr size_t kWindow = 32;
+  std::vector<absl::StatusOr<journal::Transaction>> window;
+  for (size_t i = 0; i < lsns.size(); ++i) {
+    const uint64_t lsn = lsns[i];
+    if (i % kWindow == 0) {
+      const size_t n = std::min(kWindow, lsns.size() - i);
+      window.assign(n, absl::UnknownError("not read"));
+      auto read = [&](size_t first) {
+        for (size_t k = first; k < n; k += threads) window[k] = journal_.ReadTransaction(lsns[i + k]);
+      };
+      std::vector<std::thread> helpers;
+      for (size_t h = 1; h < threads && h < n; ++h) helpers.emplace_back(read, h);
+      read(0);
+      for (std::thread& h : helpers) h.join();
+    }
     progress_.Update(Progress::Phase::kScan, done++, lsns.size(), "");
-    absl::StatusOr<journal::Transaction> t = journal_.ReadTransaction(lsn);
+    absl::StatusOr<journal::Transaction> t = std::move(window[i % kWindow]);
     if (absl::IsNotFound(t.status()) && !owned_) continue;  // applied meanwhile (in-process)
     if (!t.ok()) {
       absl::Status s = t.status();

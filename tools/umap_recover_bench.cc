@@ -42,6 +42,7 @@ int Main(int argc, char** argv) {
                "umap-recover-bench"};
   std::string dir;
   uint64_t size_mib = 1024, txn_kib = 256, block_size = 4096, checkpoint_mib = 256;
+  uint64_t scan_threads = 2, scan_cache_mib = 256;
   bool keep = false, drop_caches = false, verify_after = false;
   app.add_option("--dir", dir, "Where to create the file and the journal (default $TMPDIR or "
                                "/var/tmp); the file is written here, so put it on the disk or "
@@ -51,11 +52,16 @@ int Main(int argc, char** argv) {
   app.add_option("--block-size", block_size, "Block size in bytes")->capture_default_str();
   app.add_option("--checkpoint-mib", checkpoint_mib, "Recovery checkpoint interval")
       ->capture_default_str();
+  app.add_option("--scan-threads", scan_threads, "Threads reading the backlog")
+      ->capture_default_str();
+  app.add_option("--scan-cache-mib", scan_cache_mib, "Images kept from the scan for the replay")
+      ->capture_default_str();
   app.add_flag("--verify-after", verify_after, "Recovery reads every written block back");
   app.add_flag("--drop-caches", drop_caches,
                "echo 3 > /proc/sys/vm/drop_caches before the replay (root; cold journal)");
   app.add_flag("--keep", keep, "Keep the directory");
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   if (dir.empty()) {
     const char* t = std::getenv("TMPDIR");
@@ -143,6 +149,8 @@ int Main(int argc, char** argv) {
   o.journal_dir = journal_dir;
   o.checkpoint_bytes = checkpoint_mib << 20;
   o.verify_after_replay = verify_after;
+  o.scan_threads = scan_threads;
+  o.scan_cache_bytes = scan_cache_mib << 20;
   const uint64_t t0 = env->NowMicros();
   absl::StatusOr<recovery::Report> report = recovery::Recover(o);
   const uint64_t us = env->NowMicros() - t0;
