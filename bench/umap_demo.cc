@@ -31,7 +31,7 @@ int Main(int argc, char** argv) {
   uint64_t size = 512ull << 20;
   uint64_t cache = 32ull << 20;
   unsigned threads = 4;
-  uint64_t ops = 15000;
+  uint64_t ops = 20000;
   bool keep = false;
   std::string json;
   CLI::App app{
