@@ -91,46 +91,5 @@ TEST(JournalConcurrency, EightThreadsCommitConcurrently) {
   EXPECT_THAT(fx.Pending(), IsEmpty());
 }
 
-// Group commit: N threads each committing one 4 KiB block per transaction (sync=true) for a
-// few seconds. Not run by default (it measures, it does not check): set
-// UMAP_JOURNAL_BENCH=1, optionally UMAP_JOURNAL_BENCH_SECONDS and TMPDIR for the disk.
-TEST(JournalGroupCommit, CommitsPerSecond) {
-  if (std::getenv("UMAP_JOURNAL_BENCH") == nullptr) {
-    GTEST_SKIP() << "set UMAP_JOURNAL_BENCH=1 to measure group commit";
-  }
-  const char* secs = std::getenv("UMAP_JOURNAL_BENCH_SECONDS");
-  const double seconds = secs != nullptr ? std::atof(secs) : 3.0;
-  for (int threads : {1, 4, 8}) {
-    JournalFixture fx;
-    fx.OpenJournal();
-    ASSERT_NE(fx.journal_, nullptr);
-    const uint64_t m = fx.AddMapping(Policy::kRelaxed);
-    std::atomic<bool> stop{false};
-    std::atomic<uint64_t> commits{0};
-    std::vector<std::thread> workers;
-    const auto start = std::chrono::steady_clock::now();
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] {
-        const std::string image = Image(static_cast<char>('a' + t));
-        for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-          const BlockWrite w{static_cast<uint64_t>(t) << 32 | (i % 1024), image};
-          if (!fx.journal_->Commit(m, absl::MakeConstSpan(&w, 1), 0, 0).ok()) return;
-          commits.fetch_add(1, std::memory_order_relaxed);
-        }
-      });
-    }
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    stop = true;
-    for (std::thread& w : workers) w.join();
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const Journal::Stats st = fx.journal_->stats();
-    std::printf("group commit: %d thread(s): %.0f commits/s, %.2f commits per WAL sync\n",
-                threads, static_cast<double>(commits.load()) / elapsed,
-                static_cast<double>(st.commits) / static_cast<double>(std::max<uint64_t>(1, st.wal_syncs)));
-    EXPECT_OK(fx.journal_->poisoned());
-  }
-}
-
 }  // namespace
 }  // namespace umap::journal
