@@ -306,6 +306,21 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   absl::MutexLock lock(&sync_mu_);
   end = std::min<uint64_t>(end, table_.size());
   if (first >= end) return absl::OkStatus();
+  // Atomic policy: the whole range is one transaction. Otherwise the range is synced in
+  // chunks, so the capture buffer stays bounded (16 MiB) whatever the range's size.
+  const uint64_t chunk = write_back_->keeps_evicted()
+                             ? end - first
+                             : std::max<uint64_t>(1, (16u << 20) / block_size_);
+  absl::Status status;
+  for (uint64_t c = first; c < end && status.ok(); c += chunk) {
+    status = SyncChunk(c, std::min(end, c + chunk), /*last=*/c + chunk >= end);
+  }
+  sync_end_.store(0, std::memory_order_release);
+  sync_first_.store(0, std::memory_order_release);
+  return status;
+}
+
+absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
   sync_first_.store(first, std::memory_order_release);
   sync_end_.store(end, std::memory_order_release);
 
@@ -314,8 +329,14 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
     size_t offset;
     size_t len;
   };
+  // Size the buffer once from a first look at the dirty bits (blocks dirtied meanwhile
+  // still fit: the vector grows), instead of doubling it block by block.
+  uint64_t expect = 0;
+  for (uint64_t b = first; b < end; ++b) expect += table_.Load(b).dirty();
   std::vector<char> buf;
   std::vector<Captured> captured;
+  buf.reserve(expect * block_size_);
+  captured.reserve(expect);
   absl::Status status;
   for (uint64_t b = first; b < end && status.ok(); ++b) {
     // Skip clean blocks without locking them. A locked entry may be a fill or first-write
@@ -343,6 +364,11 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
     captured.push_back({b, off, valid});
   }
   if (status.ok()) status = WaitForShadows(first, end);
+  // A middle chunk with nothing captured needs no write and no fdatasync; the last chunk
+  // always reaches the sink, whose fdatasync also covers earlier eviction write-backs.
+  if (status.ok() && captured.empty() && !last && !write_back_->keeps_evicted()) {
+    return absl::OkStatus();
+  }
   if (status.ok()) {
     std::vector<BlockImage> images;
     images.reserve(captured.size());
@@ -375,8 +401,6 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
       }
     }
   }
-  sync_end_.store(0, std::memory_order_release);
-  sync_first_.store(0, std::memory_order_release);
   return status;
 }
 

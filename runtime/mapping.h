@@ -91,6 +91,10 @@ class Mapping {
   }
   void RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl::Status& why);
   absl::Status WaitForShadows(uint64_t first, uint64_t end);
+  // One capture + write-back pass over [first, end) (all of umsync's range for the atomic
+  // policy). `last`: the final pass of this umsync, which always fdatasyncs.
+  absl::Status SyncChunk(uint64_t first, uint64_t end, bool last)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
 
   Runtime* const rt_;
   char* const base_;

@@ -287,6 +287,33 @@ TEST_F(UmapApiTest, MappingsOfTwoRuntimesAreIndependent) {
   EXPECT_EQ(umap_runtime_destroy(rt2), 0);
 }
 
+// A relaxed umsync of a range larger than its 16 MiB capture chunk syncs every chunk,
+// including after chunks with nothing dirty.
+TEST(UmapRelaxedSync, RangesLargerThanOneChunkAreSyncedWhole) {
+  TempDir dir;
+  const size_t size = 40u << 20;  // 2.5 chunks of 4 KiB blocks
+  int fd = MakePatternFile(dir.File("f"), size);
+  ASSERT_GE(fd, 0);
+  umap_config c;
+  ASSERT_EQ(umap_config_init(&c), 0);
+  c.cache_bytes = 64u << 20;
+  c.policy = UMAP_POLICY_RELAXED;
+  umap_runtime* rt = umap_runtime_create(&c);
+  ASSERT_NE(rt, nullptr);
+  char* p = static_cast<char*>(umap_ex(rt, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  std::vector<char> want = Pattern(size);
+  for (size_t off : {size_t{5}, size - 1}) {  // chunks 0 and 2: chunk 1 has nothing dirty
+    p[off] = '#';
+    want[off] = '#';
+  }
+  ASSERT_EQ(umsync(p, size, MS_SYNC), 0) << std::strerror(errno);
+  EXPECT_EQ(ReadAll(dir.File("f")), want);
+  EXPECT_EQ(uunmap(p, size), 0);
+  ::close(fd);
+  EXPECT_EQ(umap_runtime_destroy(rt), 0);
+}
+
 TEST(UmapConfig, EnvironmentDefaultsAreReadAndValidated) {
   ::setenv("UMAP_CACHE_BYTES", "64M", 1);
   ::setenv("UMAP_BLOCK_SIZE", "16k", 1);
