@@ -30,24 +30,42 @@ struct Params {
   int threads;
 };
 
-class ConcurrencyTest : public ::testing::TestWithParam<Params> {};
+// An 8 MiB pattern file mapped read-write through a runtime whose cache is 1/8 of it.
+class ConcurrencyTest : public ::testing::TestWithParam<Params> {
+ protected:
+  static constexpr size_t size = 8u << 20;
+
+  void SetUp() override {
+    const Params prm = GetParam();
+    path = dir.File("f");
+    fd = MakePatternFile(path, size);
+    ASSERT_GE(fd, 0);
+    umap_config c;
+    ASSERT_EQ(umap_config_init(&c), 0);
+    c.cache_bytes = size / 8;
+    c.block_size = prm.block_size;
+    c.handler_threads = prm.handlers;
+    rt = umap_runtime_create(&c);
+    ASSERT_NE(rt, nullptr) << std::strerror(errno);
+    p = static_cast<char*>(umap_ex(rt, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
+  }
+  void TearDown() override {
+    if (fd >= 0) ::close(fd);
+    if (rt != nullptr) {
+      EXPECT_EQ(umap_runtime_destroy(rt), 0);
+    }
+  }
+
+  TempDir dir;
+  std::string path;
+  int fd = -1;
+  umap_runtime* rt = nullptr;
+  char* p = nullptr;
+};
 
 TEST_P(ConcurrencyTest, RandomReadsAndWritesMatchTheReference) {
   const Params prm = GetParam();
-  const size_t size = 8u << 20;
-  TempDir dir;
-  const std::string path = dir.File("f");
-  int fd = MakePatternFile(path, size);
-  ASSERT_GE(fd, 0);
-  umap_config c;
-  ASSERT_EQ(umap_config_init(&c), 0);
-  c.cache_bytes = size / 8;
-  c.block_size = prm.block_size;
-  c.handler_threads = prm.handlers;
-  umap_runtime* rt = umap_runtime_create(&c);
-  ASSERT_NE(rt, nullptr) << std::strerror(errno);
-  char* p = static_cast<char*>(umap_ex(rt, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
 
   const int T = prm.threads;
   const size_t stripes = size / kStripe;
@@ -118,8 +136,6 @@ TEST_P(ConcurrencyTest, RandomReadsAndWritesMatchTheReference) {
                              << " (block " << first_bad / prm.block_size << "); " << bad
                              << " bytes differ in " << bad_blocks << " blocks, " << bad_original
                              << " of them still hold the original bytes";
-  ::close(fd);
-  EXPECT_EQ(umap_runtime_destroy(rt), 0);
 }
 
 // Every umsync that returns 0 covers the caller's earlier writes: each thread writes one of
@@ -128,20 +144,6 @@ TEST_P(ConcurrencyTest, RandomReadsAndWritesMatchTheReference) {
 // once lost such writes.)
 TEST_P(ConcurrencyTest, EachAcknowledgedUmsyncIsInTheFile) {
   const Params prm = GetParam();
-  const size_t size = 8u << 20;
-  TempDir dir;
-  const std::string path = dir.File("f");
-  int fd = MakePatternFile(path, size);
-  ASSERT_GE(fd, 0);
-  umap_config c;
-  ASSERT_EQ(umap_config_init(&c), 0);
-  c.cache_bytes = size / 8;
-  c.block_size = prm.block_size;
-  c.handler_threads = prm.handlers;
-  umap_runtime* rt = umap_runtime_create(&c);
-  ASSERT_NE(rt, nullptr);
-  char* p = static_cast<char*>(umap_ex(rt, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  ASSERT_NE(p, MAP_FAILED);
   const int T = prm.threads;
   const size_t stripes = size / kStripe;
   std::atomic<int> lost{0}, errors{0};
@@ -170,8 +172,6 @@ TEST_P(ConcurrencyTest, EachAcknowledgedUmsyncIsInTheFile) {
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(lost.load(), 0) << "acknowledged umsyncs whose bytes were not in the file";
   ASSERT_EQ(uunmap(p, size), 0);
-  ::close(fd);
-  EXPECT_EQ(umap_runtime_destroy(rt), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -19,6 +19,7 @@
 #include "base/posix_error.h"
 #include "faultinject/fault_env.h"
 #include "runtime/runtime.h"
+#include "tests/runtime/signal_probe.h"
 #include "tests/runtime/test_file.h"
 
 namespace umap::runtime {
@@ -30,6 +31,7 @@ using ::umap::faultinject::Op;
 using ::umaptest::MakePatternFile;
 using ::umaptest::Pattern;
 using ::umaptest::PatternByte;
+using ::umaptest::ProbeRead;
 using ::umaptest::ReadAll;
 
 constexpr size_t kBlock = 4096;
@@ -39,22 +41,6 @@ constexpr size_t kBlock = 4096;
     absl::Status _s = (expr);         \
     ASSERT_TRUE(_s.ok()) << _s;       \
   } while (0)
-
-sigjmp_buf g_jump;
-volatile sig_atomic_t g_signal = 0;
-void OnSignal(int sig) {
-  g_signal = sig;
-  siglongjmp(g_jump, 1);
-}
-int ProbeRead(const volatile char* p) {
-  struct sigaction sa = {}, old = {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGBUS, &sa, &old);
-  g_signal = 0;
-  if (sigsetjmp(g_jump, 1) == 0) (void)*p;
-  sigaction(SIGBUS, &old, nullptr);
-  return g_signal;
-}
 
 struct Mode {
   const char* name;

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/runtime/signal_probe.h"
 #include "tests/runtime/test_file.h"
 #include "umap/umap.h"
 
@@ -173,28 +174,6 @@ TEST_F(UmapApiTest, UmsyncErrorsMatchMsync) {
   EXPECT_EQ(errno, ENOMEM);
   EXPECT_EQ(umsync(p, 8 * kBlock, MS_ASYNC), 0);
   EXPECT_EQ(uunmap(p, 8 * kBlock), 0);
-}
-
-// SIGBUS past end of file, caught in-thread with siglongjmp.
-sigjmp_buf g_jump;
-volatile sig_atomic_t g_signal = 0;
-void OnSignal(int sig) {
-  g_signal = sig;
-  siglongjmp(g_jump, 1);
-}
-
-int ProbeRead(const volatile char* p) {
-  struct sigaction sa = {}, old_bus = {}, old_segv = {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGBUS, &sa, &old_bus);
-  sigaction(SIGSEGV, &sa, &old_segv);
-  g_signal = 0;
-  if (sigsetjmp(g_jump, 1) == 0) {
-    (void)*p;
-  }
-  sigaction(SIGBUS, &old_bus, nullptr);
-  sigaction(SIGSEGV, &old_segv, nullptr);
-  return g_signal;
 }
 
 TEST_F(UmapApiTest, FileSizeNotAMultipleOfTheBlockSize) {
