@@ -644,22 +644,50 @@ absl::Status Recoverer::Replay(FileGroup* g) {
   std::vector<Version> written;
   uint64_t since_checkpoint = 0;
   std::string run;
-  for (const Txn* t : g->txns) {
+  // The blocks of each transaction that are the newest data version of their range: only
+  // those are written (an older image would be overwritten by a newer one of this run).
+  std::vector<std::vector<size_t>> mine_of(g->txns.size());
+  for (size_t x = 0; x < g->txns.size(); ++x) {
+    const Txn* t = g->txns[x];
+    const uint32_t bs = WorkOf(t->mapping_id)->report->mapping.block_size;
+    for (size_t i = 0; i < t->blocks.size(); ++i) {
+      const BlockVersions& bv = g->blocks.at(t->blocks[i].block * bs);
+      if (bv.newest.lsn == t->lsn && bv.newest.contents == Contents::kData) {
+        mine_of[x].push_back(i);
+      }
+    }
+  }
+  // Images are fetched a window at a time by up to scan_threads threads (bounded memory),
+  // then written here in LSN order.
+  const size_t threads = std::max<size_t>(1, o_.scan_threads);
+  constexpr size_t kWindow = 32;
+  std::vector<absl::StatusOr<journal::Transaction>> window;
+  for (size_t x = 0; x < g->txns.size(); ++x) {
+    const Txn* t = g->txns[x];
+    if (x % kWindow == 0) {
+      const uint64_t t0 = env_->NowMicros();
+      const size_t n = std::min(kWindow, g->txns.size() - x);
+      window.assign(n, absl::UnknownError("not read"));
+      auto fetch = [&](size_t first) {
+        for (size_t k = first; k < n; k += threads) {
+          const Txn* u = g->txns[x + k];
+          if (mine_of[x + k].empty()) continue;
+          window[k] = u->images != nullptr ? std::move(*u->images) : journal_.ReadTransaction(u->lsn);
+        }
+      };
+      std::vector<std::thread> helpers;
+      for (size_t h = 1; h < threads && h < n; ++h) helpers.emplace_back(fetch, h);
+      fetch(0);
+      for (std::thread& h : helpers) h.join();
+      timings_.read += env_->NowMicros() - t0;
+    }
     MappingWork* w = WorkOf(t->mapping_id);
     MappingReport& r = *w->report;
     const uint32_t bs = r.mapping.block_size;
-    // The blocks of t that are the newest data version of their range: only those are
-    // written (an older image would be overwritten by a newer one of this same run).
-    std::vector<size_t> mine;
-    for (size_t i = 0; i < t->blocks.size(); ++i) {
-      const BlockVersions& bv = g->blocks.at(t->blocks[i].block * bs);
-      if (bv.newest.lsn == t->lsn && bv.newest.contents == Contents::kData) mine.push_back(i);
-    }
+    const std::vector<size_t>& mine = mine_of[x];
     if (!mine.empty()) {
-      uint64_t t0 = env_->NowMicros();
-      absl::StatusOr<journal::Transaction> full =
-          t->images != nullptr ? std::move(*t->images) : journal_.ReadTransaction(t->lsn);
-      timings_.read += env_->NowMicros() - t0;
+      uint64_t t0;
+      absl::StatusOr<journal::Transaction> full = std::move(window[x % kWindow]);
       if (!full.ok()) {
         absl::Status s = full.status();
         FailGroup(g, absl::IsDataLoss(s) ? Problem::kBadTransaction : Problem::kIo,

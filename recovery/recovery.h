@@ -119,7 +119,8 @@ struct RecoverOptions {
   // Images read by the scan are kept in memory, up to this many bytes, so that replay does
   // not read them from the journal a second time.
   uint64_t scan_cache_bytes = 256ull << 20;
-  // Threads that read the backlog during the scan (Journal::ReadTransaction is thread-safe).
+  // Threads that read the backlog during the scan and the replay (Journal::ReadTransaction
+  // is thread-safe).
   size_t scan_threads = 2;
   // kReplay: sync and mark applied after this many image bytes (0 = only at the end).
   uint64_t checkpoint_bytes = 256ull << 20;
