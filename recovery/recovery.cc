@@ -322,10 +322,10 @@ absl::Status Recoverer::Scan(Report* report) {
   const std::vector<uint64_t> lsns = journal_.PendingLsns();
   report->pending_txns = lsns.size();
   uint64_t done = 0;
-  // Transactions are read by up to scan_threads threads, a window at a time (bounded
-  // memory), and processed here in LSN order.
+  // Transactions are read by up to scan_threads threads, a few at a time (a transaction is
+  // read whole, and its size is unknown before it is read), and processed here in LSN order.
   const size_t threads = std::max<size_t>(1, o_.scan_threads);
-  constexpr size_t kWindow = 32;
+  const size_t kWindow = 4 * threads;
   std::vector<absl::StatusOr<journal::Transaction>> window;
   for (size_t i = 0; i < lsns.size(); ++i) {
     const uint64_t lsn = lsns[i];
@@ -342,6 +342,7 @@ absl::Status Recoverer::Scan(Report* report) {
     }
     progress_.Update(Progress::Phase::kScan, done++, lsns.size(), "");
     absl::StatusOr<journal::Transaction> t = std::move(window[i % kWindow]);
+    window[i % kWindow] = absl::UnknownError("taken");  // frees the images now
     if (absl::IsNotFound(t.status()) && !owned_) continue;  // applied meanwhile (in-process)
     if (!t.ok()) {
       absl::Status s = t.status();
@@ -657,16 +658,25 @@ absl::Status Recoverer::Replay(FileGroup* g) {
       }
     }
   }
-  // Images are fetched a window at a time by up to scan_threads threads (bounded memory),
-  // then written here in LSN order.
+  // Images are fetched a window at a time (at most 32 transactions and, beyond the first,
+  // 64 MiB) by up to scan_threads threads, then written here in LSN order.
   const size_t threads = std::max<size_t>(1, o_.scan_threads);
-  constexpr size_t kWindow = 32;
+  constexpr size_t kWindowTxns = 32;
+  constexpr uint64_t kWindowBytes = 64 << 20;
   std::vector<absl::StatusOr<journal::Transaction>> window;
+  size_t window_begin = 0, window_end = 0;
   for (size_t x = 0; x < g->txns.size(); ++x) {
     const Txn* t = g->txns[x];
-    if (x % kWindow == 0) {
+    if (x == window_end) {
       const uint64_t t0 = env_->NowMicros();
-      const size_t n = std::min(kWindow, g->txns.size() - x);
+      window_begin = x;
+      uint64_t bytes = 0;
+      for (window_end = x; window_end < g->txns.size() && window_end - x < kWindowTxns &&
+                           (window_end == x || bytes + g->txns[window_end]->bytes <= kWindowBytes);
+           ++window_end) {
+        bytes += g->txns[window_end]->bytes;
+      }
+      const size_t n = window_end - x;
       window.assign(n, absl::UnknownError("not read"));
       auto fetch = [&](size_t first) {
         for (size_t k = first; k < n; k += threads) {
@@ -687,7 +697,7 @@ absl::Status Recoverer::Replay(FileGroup* g) {
     const std::vector<size_t>& mine = mine_of[x];
     if (!mine.empty()) {
       uint64_t t0;
-      absl::StatusOr<journal::Transaction> full = std::move(window[x % kWindow]);
+      absl::StatusOr<journal::Transaction> full = std::move(window[x - window_begin]);
       if (!full.ok()) {
         absl::Status s = full.status();
         FailGroup(g, absl::IsDataLoss(s) ? Problem::kBadTransaction : Problem::kIo,
