@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <tuple>
 #include <cstdarg>
 #include <cstdio>
 
@@ -746,17 +747,25 @@ absl::Status Journal::MarkApplied(absl::Span<const uint64_t> lsns) {
 
 std::vector<std::pair<uint64_t, Journal::PendingTxn>> Journal::TakeDeletableLocked() {
   // Walk in LSN order. A transaction must stay while it is unapplied, or while an older
-  // transaction that stays shares a block with it: deleting it would let a replay of the
-  // older one roll that block back.
+  // transaction that stays shares a block *of the same file* with it: deleting it would let
+  // a replay of the older one roll that block back. Blocks are keyed by the file (device,
+  // inode), not by the mapping: a later run registers the same file as a new mapping, and its
+  // newer transactions must not be deleted while an older run's are still pending.
+  using FileBlock = std::tuple<uint64_t, uint64_t, uint64_t>;  // device, inode, block
+  auto key = [&](uint64_t mapping_id, uint64_t block) {
+    auto m = mappings_.find(mapping_id);
+    if (m == mappings_.end()) return FileBlock{~0ull, mapping_id, block};
+    return FileBlock{m->second.file.device, m->second.file.inode, block};
+  };
   std::vector<std::pair<uint64_t, PendingTxn>> out;
-  absl::flat_hash_set<StagedId> kept_blocks;
+  absl::flat_hash_set<FileBlock> kept_blocks;
   for (auto it = pending_.begin(); it != pending_.end();) {
     const PendingTxn& t = it->second;
     bool keep = !t.applied || std::any_of(t.blocks.begin(), t.blocks.end(), [&](uint64_t b) {
-      return kept_blocks.contains(StagedId(t.mapping_id, b));
+      return kept_blocks.contains(key(t.mapping_id, b));
     });
     if (keep) {
-      for (uint64_t b : t.blocks) kept_blocks.insert(StagedId(t.mapping_id, b));
+      for (uint64_t b : t.blocks) kept_blocks.insert(key(t.mapping_id, b));
       ++it;
     } else {
       out.emplace_back(it->first, std::move(it->second));

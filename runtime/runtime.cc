@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "runtime/mapping.h"
 #include "runtime/journal_write_back.h"
+#include "recovery/recovery.h"
 
 namespace umap::runtime {
 namespace {
@@ -305,6 +306,31 @@ std::string Runtime::journal_dir() {
   return journal_ ? journal_->dir() : std::string();
 }
 
+absl::Status Runtime::RecoverPendingFor(JournalHandle* handle, File* file) {
+  // A file mapped again while the journal still holds committed transactions for it (an
+  // earlier run of this journal directory crashed before applying them) is brought up to
+  // date first: otherwise this mapping would read blocks older than acknowledged umsyncs.
+  // This runtime's own live mappings are left alone.
+  ASSIGN_OR_RETURN(FileIdentity id, file->Identify());
+  recovery::RecoverOptions o;
+  o.env = env_;
+  o.only_file = id;
+  {
+    absl::MutexLock l(&mu_);
+    o.skip_mappings.assign(live_mapping_ids_.begin(), live_mapping_ids_.end());
+  }
+  auto report = handle->Run([&](journal::Journal& j) { return recovery::Recover(j, o); });
+  if (!report.ok()) return report.status();
+  const recovery::ExitCode code = recovery::ExitCodeOf(*report);
+  if (code == recovery::ExitCode::kRefused || code == recovery::ExitCode::kIoError) {
+    return PosixError(EIO, absl::StrCat("umap: ", file->name(),
+                                        " has committed journal records in ", handle->dir(),
+                                        " that could not be replayed; run umap-recover --journal ",
+                                        handle->dir()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
   if (options_.journal_mode == UMAP_JOURNAL_OFF) {
     static std::atomic<bool> warned{false};
@@ -345,9 +371,14 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
     }
     handle = journal_.get();
   }
+  RETURN_IF_ERROR(RecoverPendingFor(handle, file));
   ASSIGN_OR_RETURN(std::unique_ptr<JournalWriteBack> wb,
                    JournalWriteBack::Create(handle, file, static_cast<uint32_t>(geo_.block_size),
                                             policy, contents));
+  {
+    absl::MutexLock l(&mu_);
+    live_mapping_ids_.insert(wb->mapping_id());
+  }
   return std::unique_ptr<WriteBack>(std::move(wb));
 }
 

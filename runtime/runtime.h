@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -94,10 +95,12 @@ class Runtime {
   // Waits until no handler is inside the critical section it was in when called.
   void WaitForHandlers();
   absl::StatusOr<Mapping*> Lookup(void* addr, size_t length, bool exact)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Destroy(Mapping* m);
   // The sink for a new writable mapping of `file`: journaled unless journal_mode is off.
   absl::StatusOr<std::unique_ptr<WriteBack>> MakeWriteBack(File* file);
+  // Replays committed journal records of `file` left by an earlier run (not this runtime's).
+  absl::Status RecoverPendingFor(JournalHandle* handle, File* file);
 
   // Const after construction.
   const RuntimeOptions options_;
@@ -128,6 +131,8 @@ class Runtime {
   // it is removed at destruction if nothing in it is pending).
   std::unique_ptr<JournalHandle> journal_ ABSL_GUARDED_BY(mu_);
   bool journal_auto_ ABSL_GUARDED_BY(mu_) = false;
+  // Journal mapping ids of this runtime's open writable mappings.
+  std::set<uint64_t> live_mapping_ids_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace umap::runtime

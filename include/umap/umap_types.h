@@ -29,7 +29,7 @@ typedef struct umap_config {
   size_t block_size;         /* power of two >= page size */
   unsigned handler_threads;  /* userfaultfd fault handlers */
   unsigned writeback_threads;/* background write-back workers */
-  const char* journal_dir;   /* NULL: no journal (write-back straight to the file) */
+  const char* journal_dir;   /* NULL: /var/tmp/umap-journal-$UID/<pid>-<n> (docs/configuration.md) */
   umap_policy policy;
   umap_journal_mode journal_mode;
 } umap_config;

@@ -809,11 +809,10 @@ TEST_F(RecoveryTest, RecoverBeforeRegisteringKeepsANewerRunsWrites) {
   ExpectFileIs(committed_);  // block 0 at version 2, block 1 at version 1
 }
 
-// The same without recovering first: the first run's transaction outlives the second run's
-// newer one, and a later replay rolls block 0 back to version 1. Disabled: it documents a
-// defect outside recovery/ (the runtime does not recover at map time, and the journal's
-// deletion rule is per mapping, not per file); enable it when that is fixed.
-TEST_F(RecoveryTest, DISABLED_NewerRunWithoutRecoveryIsRolledBackByALaterReplay) {
+// The same without recovering first: the first run's transaction must not outlive the
+// second run's newer one, or a later replay would roll block 0 back to version 1. (It did
+// when the journal kept records per mapping; it now keeps them per file.)
+TEST_F(RecoveryTest, NewerRunWithoutRecoveryIsNotRolledBackByALaterReplay) {
   const uint64_t first_run = Register();
   Commit(first_run, {{0, 1}});
   Crash();
@@ -824,7 +823,7 @@ TEST_F(RecoveryTest, DISABLED_NewerRunWithoutRecoveryIsRolledBackByALaterReplay)
   ASSERT_OK(journal_->MarkApplied(t.lsn));  // deleted: no older txn of *its* mapping shares 0
   Crash();
   MustRecover(Options());
-  ExpectFileIs(committed_);  // fails today: block 0 holds version 1
+  ExpectFileIs(committed_);  // block 0 at version 2
 }
 
 }  // namespace
