@@ -47,6 +47,7 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.journal_dir = c.journal_dir ? c.journal_dir : "";
   o.policy = c.policy;
   o.journal_mode = c.journal_mode;
+  if (c.journal_staged_quota != 0) o.journal_staged_quota = c.journal_staged_quota;
   return o;
 }
 
@@ -91,6 +92,7 @@ extern "C" int umap_config_init(umap_config* c) {
   c->journal_dir = nullptr;
   c->policy = UMAP_POLICY_ATOMIC;
   c->journal_mode = UMAP_JOURNAL_DATA;
+  c->journal_staged_quota = size_t{1} << 30;
 
   bool ok = true;
   auto bytes = [&](const char* name, size_t* field) {
@@ -111,6 +113,7 @@ extern "C" int umap_config_init(umap_config* c) {
   };
   bytes("UMAP_CACHE_BYTES", &c->cache_bytes);
   bytes("UMAP_BLOCK_SIZE", &c->block_size);
+  bytes("UMAP_JOURNAL_STAGED_QUOTA", &c->journal_staged_quota);
   count("UMAP_HANDLER_THREADS", &c->handler_threads);
   count("UMAP_WRITEBACK_THREADS", &c->writeback_threads);
   if (const char* v = std::getenv("UMAP_JOURNAL_DIR")) c->journal_dir = *v ? v : nullptr;

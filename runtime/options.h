@@ -19,6 +19,7 @@ struct RuntimeOptions {
   std::string journal_dir;  // empty: no journal
   umap_policy policy = UMAP_POLICY_ATOMIC;
   umap_journal_mode journal_mode = UMAP_JOURNAL_DATA;
+  size_t journal_staged_quota = size_t{1} << 30;
   Env* env = nullptr;  // null: Env::Default()
 
   static RuntimeOptions FromConfig(const umap_config& c);

@@ -32,6 +32,8 @@ typedef struct umap_config {
   const char* journal_dir;   /* NULL: /var/tmp/umap-journal-$UID/<pid>-<n> (docs/configuration.md) */
   umap_policy policy;
   umap_journal_mode journal_mode;
+  size_t journal_staged_quota; /* atomic policy: bound on dirty bytes spilled to the journal
+                                  before a umsync (default 1 GiB) */
 } umap_config;
 
 typedef struct umap_stats {
