@@ -175,10 +175,11 @@ TEST_F(UmapRecoverCliTest, MissingTargetFileIsRefused) {
 
 TEST_F(UmapRecoverCliTest, ReadOnlyTargetIsRefused) {
   Backlog(2);
-  // Root ignores mode bits; an immutable file is read-only even for root.
-  if (std::system(("chattr +i '" + file_ + "' 2>/dev/null").c_str()) != 0) {
-    GTEST_SKIP() << "chattr +i not supported here";
-  }
+  // Root ignores mode bits; an immutable file is read-only even for root. The test files
+  // live on the machine's ext4 (TMPDIR); a file system without chattr +i is a set-up error
+  // that must show as a failure, never as a pass.
+  ASSERT_EQ(std::system(("chattr +i '" + file_ + "' 2>/dev/null").c_str()), 0)
+      << "chattr +i failed on " << file_ << ": set TMPDIR to an ext4/xfs directory";
   const std::string before = ReadFile(file_);
   ProcResult r = Recover();
   std::system(("chattr -i '" + file_ + "'").c_str());
