@@ -50,12 +50,28 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
       pool_(geo.cache_blocks),
       refs_(&pool_),
       shadows_(geo.shadow_blocks, geo.block_size),
+      fill_tids_(new pid_t[geo.cache_blocks]()),
+      prefetch_blocks_(static_cast<uint32_t>(
+          std::min<size_t>(options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))),
       epochs_(new std::atomic<uint64_t>[options.handler_threads]) {
   for (unsigned i = 0; i < options.handler_threads; ++i) epochs_[i].store(0);
 }
 
 absl::Status Runtime::Start() {
   if (shadows_.at(0).data == nullptr) return PosixError(ENOMEM, "allocating shadow buffers");
+  io::IoOptions io;
+  io.engine = options_.io_engine == UMAP_IO_URING   ? io::Engine::kUring
+              : options_.io_engine == UMAP_IO_POSIX ? io::Engine::kPosix
+                                                    : io::Engine::kAuto;
+  io.channels = options_.io_channels;
+  io.depth = options_.io_depth;
+  io.max_io_bytes = options_.io_max_bytes;
+  io.block_size = geo_.block_size;
+  io.cache_blocks = geo_.cache_blocks;
+  io.max_queues = kMaxMappings;
+  io.timeout_us = uint64_t{options_.io_timeout_ms} * 1000;
+  io.retries = options_.io_retries;
+  ASSIGN_OR_RETURN(io_, io::IoManager::Create(io, env_));
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
   for (unsigned i = 0; i < options_.handler_threads; ++i) {
@@ -94,6 +110,7 @@ Runtime::~Runtime() {
     m->CloseWriteBack().IgnoreError();  // best effort; the data is in the file or journal
     Destroy(m);
   }
+  io_.reset();  // after the mappings: its channels complete fills into them
   if (stop_fd_ >= 0) ::close(stop_fd_);
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr) {
@@ -219,6 +236,11 @@ bool Runtime::EvictOwner(uint32_t cb, uint64_t owner) {
   return m->Evict(owner & ((1ull << 48) - 1), cb);
 }
 
+uint32_t Runtime::TryAcquireBlock() {
+  return pool_.Acquire([this](uint32_t c, uint64_t o) { return EvictOwner(c, o); },
+                       [this] { refs_.ReclaimDead(); });
+}
+
 uint32_t Runtime::AcquireBlock() {
   auto deadline = std::chrono::steady_clock::now() + kPoolWaitBudget;
   for (;;) {
@@ -296,6 +318,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
                     slot};
   auto* m = new Mapping(this, p, std::move(file));
   if (write_back != nullptr) m->set_write_back(std::move(write_back));
+  m->AttachIo(io_.get(), options_.io_direct);
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
   return static_cast<void*>(base);
@@ -439,11 +462,14 @@ absl::Status Runtime::Unmap(void* addr, size_t length) {
 }
 
 void Runtime::Destroy(Mapping* m) {
-  uffd_->Unregister(m->base(), m->region_length());
   slots_[m->slot()].store(nullptr, std::memory_order_release);
   // After this no handler holds `m`: the ones inside a section when the slot was cleared
   // have left it, and later ones cannot find it.
   WaitForHandlers();
+  // Fills still queued are dropped and those in flight land while the range is still
+  // registered; only then is it unregistered.
+  m->DetachIo();
+  uffd_->Unregister(m->base(), m->region_length());
   m->ReleaseAll();
   ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();
@@ -468,7 +494,35 @@ umap_stats Runtime::Stats() const {
                        static_cast<uint64_t>(shadows_.count()) * geo_.block_size;
   s.cache_bytes_limit =
       (static_cast<uint64_t>(geo_.cache_blocks) + geo_.shadow_blocks) * geo_.block_size;
+  io::IoCounters& io = io_->counters();
+  s.io_reads = io.reads.load();
+  s.io_bytes = io.bytes.load();
+  s.io_queue_wait_us = io.queue_wait_us.load();
+  s.io_timeouts = io.timeouts.load();
+  s.io_retries = io.retries.load();
+  s.io_read_failures = io.errors.load();
+  for (int k = 0; k < UMAP_IO_SIZE_BUCKETS && k < io::kSizeBuckets; ++k) {
+    s.io_size_hist[k] = io.size_hist[k].load();
+  }
+  s.io_engine = io_->engine() == io::Engine::kUring ? UMAP_IO_URING : UMAP_IO_POSIX;
+  uint64_t prefetched = 0;
+  const uint32_t high = slot_high_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < high; ++i) {
+    if (Mapping* m = slots_[i].load(std::memory_order_acquire)) prefetched += m->prefetched();
+  }
+  s.prefetched_blocks = prefetched;
   return s;
+}
+
+bool Runtime::MappingStats(const void* addr, umap_mapping_stats* out) {
+  absl::ReaderMutexLock l(&mu_);
+  auto m = Lookup(const_cast<void*>(addr), 1, /*exact=*/false);
+  if (!m.ok()) return false;
+  out->bytes_read = (*m)->bytes_read();
+  out->reads = (*m)->fills();
+  out->prefetched_blocks = (*m)->prefetched();
+  out->direct_io = (*m)->direct_io() ? 1 : 0;
+  return true;
 }
 
 }  // namespace umap::runtime

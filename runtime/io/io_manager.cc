@@ -1,0 +1,488 @@
+#include "runtime/io/io_manager.h"
+
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "base/status_macros.h"
+
+namespace umap::runtime::io {
+namespace {
+
+enum SlotState : int { kIdle = 0, kBusy = 1, kAbandoned = 2 };
+
+constexpr uint64_t kWakeTag = ~0ull;
+constexpr uint64_t kCancelTag = ~0ull - 1;
+
+uint64_t BackoffUs(uint32_t attempt) {
+  return std::min<uint64_t>(10'000ull << std::min<uint32_t>(attempt, 7), 1'000'000);
+}
+
+int SizeBucket(size_t bytes) {
+  int k = 0;
+  for (size_t s = bytes >> 13; s != 0 && k < kSizeBuckets - 1; s >>= 1) ++k;
+  return k;
+}
+
+}  // namespace
+
+struct IoManager::QueueState : IoQueue {
+  explicit QueueState(IoFileClient* c) : IoQueue(c), client(c) {}
+  IoFileClient* const client;
+  std::atomic<int64_t> outstanding{0};  // blocks queued, in flight or waiting for a retry
+  std::atomic<bool> closing{false};
+};
+
+IoManager::QueueState* IoManager::StateOf(IoQueue* q) const {
+  return static_cast<QueueState*>(q);
+}
+
+// One io_uring and its thread. Slots carry one merged read each; the ring also holds a read
+// of the channel's eventfd, so one wait covers completions and new work.
+class IoManager::UringChannel {
+ public:
+  UringChannel(IoManager* m, char* buffers) : m_(m), buffers_(buffers) {}
+  ~UringChannel() {
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+    if (efd_ >= 0) ::close(efd_);
+  }
+
+  absl::Status Init() {
+    const unsigned depth = m_->options_.depth;
+    // Room for every slot, its cancellation and the wake read.
+    int r = io_uring_queue_init(2 * depth + 2, &ring_, 0);
+    if (r < 0) return PosixError(-r, "io_uring_queue_init");
+    ring_ok_ = true;
+    efd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (efd_ < 0) return PosixError(errno, "eventfd for an I/O channel");
+    slots_.resize(depth);
+    free_.reserve(depth);
+    for (unsigned i = 0; i < depth; ++i) {
+      slots_[i].buf = buffers_ + i * m_->options_.max_io_bytes;
+      free_.push_back(i);
+    }
+    return absl::OkStatus();
+  }
+
+  void Wake() {
+    if (!sleeping_.load(std::memory_order_seq_cst)) return;
+    uint64_t one = 1;
+    if (::write(efd_, &one, sizeof(one)) < 0) {
+      UMAP_LOG(kError, "I/O channel eventfd write failed: errno ", errno);
+    }
+  }
+
+  void Loop();
+
+ private:
+  struct Slot {
+    int state = kIdle;
+    Run run;
+    uint64_t started_us = 0;
+    char* buf = nullptr;
+  };
+  // The ring has room for every slot's read and cancellation plus the wake read, and is
+  // submitted every pass; a full queue is still handled by submitting first.
+  io_uring_sqe* GetSqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    while (sqe == nullptr) {
+      io_uring_submit(&ring_);
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    return sqe;
+  }
+  void ArmWake() {
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_read(sqe, efd_, &wake_buf_, sizeof(wake_buf_), 0);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+  }
+  void Issue();
+  void Reap(io_uring_cqe* cqe);
+  void CheckDeadlines();
+
+  IoManager* const m_;
+  char* const buffers_;
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  int efd_ = -1;
+  uint64_t wake_buf_ = 0;
+  std::atomic<bool> sleeping_{false};
+  std::vector<Slot> slots_;
+  std::vector<unsigned> free_;
+  unsigned busy_ = 0;  // slots in state kBusy or kAbandoned
+};
+
+void IoManager::UringChannel::Issue() {
+  const uint64_t bs = m_->options_.block_size;
+  while (!free_.empty()) {
+    Run r;
+    if (!m_->sched_.Next(m_->max_blocks_, m_->Now(), IoScheduler::Taker::kAsync, &r)) return;
+    QueueState* qs = m_->StateOf(r.queue);
+    if (qs->closing.load(std::memory_order_acquire)) {
+      m_->Fail(r, absl::CancelledError("mapping is being removed"));
+      continue;
+    }
+    if (r.attempt == 0) {
+      m_->counters_.queue_wait_us.fetch_add(m_->Now() - r.enqueued_us, std::memory_order_relaxed);
+    }
+    File* f = qs->client->read_file();
+    if (f->fd() < 0) {
+      // No descriptor to submit (memory env, fault-injecting wrapper): a synchronous
+      // helper reads it through File::ReadAt.
+      r.sync_only = true;
+      m_->sched_.Requeue(r, 0);
+      continue;
+    }
+    const unsigned i = free_.back();
+    free_.pop_back();
+    Slot& s = slots_[i];
+    s.state = kBusy;
+    s.run = r;
+    s.started_us = m_->Now();
+    ++busy_;
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_read(sqe, f->fd(), s.buf, static_cast<unsigned>(r.count * bs),
+                       qs->client->ByteOffset(r.first));
+    io_uring_sqe_set_data64(sqe, i);
+  }
+}
+
+void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
+  const uint64_t tag = io_uring_cqe_get_data64(cqe);
+  if (tag == kWakeTag) {
+    ArmWake();
+    return;
+  }
+  if (tag == kCancelTag) return;
+  Slot& s = slots_[tag];
+  const int state = s.state;
+  s.state = kIdle;
+  --busy_;
+  free_.push_back(static_cast<unsigned>(tag));
+  // An abandoned attempt was retried or failed already: its late result is dropped.
+  if (state == kBusy) m_->Finish(s.run, s.buf, cqe->res);
+}
+
+void IoManager::UringChannel::CheckDeadlines() {
+  const uint64_t now = m_->Now();
+  for (unsigned i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.state != kBusy || now - s.started_us < m_->options_.timeout_us) continue;
+    s.state = kAbandoned;
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_cancel64(sqe, i, 0);
+    io_uring_sqe_set_data64(sqe, kCancelTag);
+    m_->RetryOrFail(s.run, "io_uring read", now - s.started_us);
+  }
+}
+
+void IoManager::UringChannel::Loop() {
+  ArmWake();
+  for (;;) {
+    const bool stopping = m_->stop_.load(std::memory_order_acquire);
+    if (stopping && busy_ == 0) break;
+    if (!stopping) Issue();
+    io_uring_submit(&ring_);
+    // Sleep until a completion, new work (eventfd), the next deadline or the next retry.
+    uint64_t now = m_->Now();
+    uint64_t wake_at = m_->sched_.earliest_due_us();
+    for (const Slot& s : slots_) {
+      if (s.state == kBusy) wake_at = std::min(wake_at, s.started_us + m_->options_.timeout_us);
+    }
+    if (stopping) wake_at = std::min(wake_at, now + 10'000);
+    sleeping_.store(true, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Re-check after announcing sleep: a Submit that saw sleeping_ false did not write the
+    // eventfd, so its work must be visible here.
+    if (!free_.empty() && !stopping && m_->sched_.backlog() > 0) {
+      sleeping_.store(false, std::memory_order_relaxed);
+      continue;
+    }
+    io_uring_cqe* cqe = nullptr;
+    int r;
+    if (wake_at == UINT64_MAX) {
+      r = io_uring_wait_cqe(&ring_, &cqe);
+    } else {
+      // A due run this channel did not take (no free slot, or one for a synchronous
+      // helper) must not make it spin: wait at least 1 ms then.
+      const uint64_t us = wake_at > now ? wake_at - now : 1000;
+      __kernel_timespec ts{static_cast<long long>(us / 1'000'000),
+                           static_cast<long long>(us % 1'000'000) * 1000};
+      r = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+    }
+    sleeping_.store(false, std::memory_order_relaxed);
+    if (r < 0 && r != -ETIME && r != -EINTR) {
+      UMAP_LOG(kError, "I/O channel: waiting for io_uring completions failed: errno ", -r);
+    }
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      Reap(cqe);
+      ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    CheckDeadlines();
+  }
+}
+
+absl::StatusOr<std::unique_ptr<IoManager>> IoManager::Create(const IoOptions& options, Env* env) {
+  if (options.channels == 0 || options.channels > 64) {
+    return PosixError(EINVAL, absl::StrCat("io_channels ", options.channels, " must be in 1..64"));
+  }
+  if (options.depth == 0 || options.depth > 256) {
+    return PosixError(EINVAL, absl::StrCat("io_depth ", options.depth, " must be in 1..256"));
+  }
+  if (options.max_io_bytes < options.block_size || options.max_io_bytes > (64u << 20) ||
+      options.max_io_bytes % options.block_size != 0) {
+    return PosixError(EINVAL, absl::StrCat("io_max_bytes ", options.max_io_bytes,
+                                           " must be a multiple of the block size ",
+                                           options.block_size, " and at most 64 MiB"));
+  }
+  if (options.timeout_us == 0) return PosixError(EINVAL, "io_timeout_ms must be > 0");
+  Engine engine = options.engine;
+  if (engine == Engine::kAuto || engine == Engine::kUring) {
+    io_uring probe;
+    int r = io_uring_queue_init(4, &probe, 0);
+    if (r == 0) {
+      io_uring_queue_exit(&probe);
+      engine = Engine::kUring;
+    } else if (engine == Engine::kUring) {
+      return PosixError(-r, "io_engine=uring but io_uring_queue_init failed");
+    } else {
+      UMAP_LOG(kWarn, "io_uring unavailable (errno ", -r, "); using synchronous I/O channels");
+      engine = Engine::kPosix;
+    }
+  }
+  std::unique_ptr<IoManager> m(new IoManager(options, env, engine));
+  RETURN_IF_ERROR(m->Start());
+  return m;
+}
+
+IoManager::IoManager(const IoOptions& options, Env* env, Engine engine)
+    : options_(options),
+      env_(env),
+      engine_(engine),
+      max_blocks_(static_cast<uint32_t>(options.max_io_bytes / options.block_size)),
+      sched_(options.cache_blocks, options.max_queues) {}
+
+absl::Status IoManager::Start() {
+  const unsigned uring_slots = engine_ == Engine::kUring ? options_.channels * options_.depth : 0;
+  // Synchronous channels: the whole queue depth for the posix engine; beside io_uring, one
+  // helper per channel for files without a descriptor.
+  sync_count_ = engine_ == Engine::kPosix ? options_.channels * options_.depth : options_.channels;
+  buffers_len_ = static_cast<size_t>(uring_slots + sync_count_) * options_.max_io_bytes;
+  void* p = ::mmap(nullptr, buffers_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (p == MAP_FAILED) {
+    buffers_ = nullptr;
+    return PosixError(errno, absl::StrCat("allocating ", buffers_len_, " bytes of I/O buffers"));
+  }
+  buffers_ = static_cast<char*>(p);
+  for (unsigned c = 0; c < uring_slots / std::max(1u, options_.depth); ++c) {
+    auto ch = std::make_unique<UringChannel>(
+        this, buffers_ + static_cast<size_t>(c) * options_.depth * options_.max_io_bytes);
+    RETURN_IF_ERROR(ch->Init());
+    uring_.push_back(std::move(ch));
+  }
+  sync_slots_.reset(new SyncSlot[sync_count_]);
+  char* sync_bufs = buffers_ + static_cast<size_t>(uring_slots) * options_.max_io_bytes;
+  for (unsigned i = 0; i < sync_count_; ++i) {
+    sync_slots_[i].buf = sync_bufs + static_cast<size_t>(i) * options_.max_io_bytes;
+  }
+  for (auto& ch : uring_) threads_.emplace_back([c = ch.get()] { c->Loop(); });
+  for (unsigned i = 0; i < sync_count_; ++i) {
+    threads_.emplace_back([this, i] { SyncLoop(i); });
+  }
+  threads_.emplace_back([this] { WatchdogLoop(); });
+  return absl::OkStatus();
+}
+
+IoManager::~IoManager() {
+  stop_.store(true, std::memory_order_release);
+  sched_.NotifyAll();
+  for (auto& ch : uring_) ch->Wake();
+  for (auto& t : threads_) t.join();
+  if (buffers_ != nullptr) ::munmap(buffers_, buffers_len_);
+}
+
+IoQueue* IoManager::AddQueue(IoFileClient* client) { return new QueueState(client); }
+
+void IoManager::RemoveQueue(IoQueue* queue) {
+  QueueState* qs = StateOf(queue);
+  qs->closing.store(true, std::memory_order_release);
+  std::vector<std::pair<uint64_t, uint32_t>> dropped;
+  sched_.Close(queue, &dropped);
+  for (const auto& [block, cb] : dropped) {
+    Run r;
+    r.queue = queue;
+    r.first = block;
+    r.count = 1;
+    Fail(r, absl::CancelledError("mapping is being removed"));
+  }
+  // Reads in flight (or waiting for a retry) finish or are dropped by their channels.
+  while (qs->outstanding.load(std::memory_order_acquire) > 0) {
+    WakeChannels();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  delete qs;
+}
+
+void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb) {
+  StateOf(queue)->outstanding.fetch_add(1, std::memory_order_relaxed);
+  sched_.Push(queue, block, cb, Now());
+  WakeChannels();
+}
+
+void IoManager::WakeChannels() {
+  // Pairs with the fence after a channel announces sleep: either it sees the new work, or
+  // this sees it sleeping and writes its eventfd. Awake channels cost one load each.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (auto& ch : uring_) ch->Wake();
+}
+
+void IoManager::Finish(const Run& run, char* buf, int64_t res) {
+  QueueState* qs = StateOf(run.queue);
+  IoFileClient* c = qs->client;
+  if (res == -EINVAL && c->FallBackToBuffered()) {
+    sched_.Requeue(run, 0);
+    WakeChannels();
+    return;
+  }
+  if (res == -EAGAIN || res == -EINTR) {
+    Run again = run;
+    sched_.Requeue(again, Now() + 1000);
+    WakeChannels();
+    return;
+  }
+  const uint64_t off = c->ByteOffset(run.first);
+  if (res < 0) {
+    Fail(run, PosixError(static_cast<int>(-res),
+                         absl::StrCat("read of ", run.count, " blocks of ",
+                                      c->read_file()->name(), " at offset ", off)));
+    return;
+  }
+  const size_t valid = c->ValidBytes(run.first, run.count);
+  size_t got = static_cast<size_t>(res);
+  if (got < valid) {
+    // Short read: the rest is read synchronously (ReadAt loops to EOF); zeros only where
+    // the file really ends (it shrank since map time).
+    counters_.sync_reads.fetch_add(1, std::memory_order_relaxed);
+    auto n = c->read_file()->ReadAt(off + got, absl::MakeSpan(buf + got, valid - got));
+    if (!n.ok()) {
+      Fail(run, n.status());
+      return;
+    }
+    got += *n;
+    if (got < valid) std::memset(buf + got, 0, valid - got);
+  }
+  counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.blocks.fetch_add(run.count, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(valid, std::memory_order_relaxed);
+  counters_.size_hist[SizeBucket(static_cast<size_t>(run.count) * options_.block_size)]
+      .fetch_add(1, std::memory_order_relaxed);
+  c->Complete(run, buf, absl::OkStatus());
+  qs->outstanding.fetch_sub(run.count, std::memory_order_release);
+}
+
+void IoManager::Fail(const Run& run, const absl::Status& st) {
+  QueueState* qs = StateOf(run.queue);
+  if (!absl::IsCancelled(st)) counters_.errors.fetch_add(1, std::memory_order_relaxed);
+  qs->client->Complete(run, nullptr, st);
+  qs->outstanding.fetch_sub(run.count, std::memory_order_release);
+}
+
+void IoManager::RetryOrFail(const Run& run, const char* what, uint64_t age_us) {
+  counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+  IoFileClient* c = StateOf(run.queue)->client;
+  const uint64_t off = c->ByteOffset(run.first);
+  // The watchdog's report: which file, where, how long, and what happens next.
+  UMAP_LOG(kWarn, what, " of ", c->read_file()->name(), " offset ", off, " length ",
+           static_cast<uint64_t>(run.count) * options_.block_size, " stalled for ",
+           age_us / 1000, " ms (attempt ", run.attempt + 1, " of ", options_.retries + 1,
+           run.attempt < options_.retries ? "); retrying" : "); giving up");
+  if (run.attempt < options_.retries) {
+    counters_.retries.fetch_add(1, std::memory_order_relaxed);
+    Run again = run;
+    again.attempt++;
+    sched_.Requeue(again, Now() + BackoffUs(run.attempt));
+    WakeChannels();
+    return;
+  }
+  Fail(run, PosixError(ETIMEDOUT, absl::StrCat("read of ", c->read_file()->name(),
+                                               " at offset ", off, " timed out ",
+                                               options_.retries + 1, " times (io_timeout_ms=",
+                                               options_.timeout_us / 1000, ")")));
+}
+
+void IoManager::SyncLoop(unsigned index) {
+  SyncSlot& slot = sync_slots_[index];
+  const IoScheduler::Taker who = engine_ == Engine::kPosix ? IoScheduler::Taker::kSync
+                                                            : IoScheduler::Taker::kSyncHelper;
+  for (;;) {
+    sched_.WaitForWork(&stop_, who, [this] { return Now(); });
+    if (stop_.load(std::memory_order_acquire)) return;
+    Run r;
+    if (!sched_.Next(max_blocks_, Now(), who, &r)) continue;
+    QueueState* qs = StateOf(r.queue);
+    if (qs->closing.load(std::memory_order_acquire)) {
+      Fail(r, absl::CancelledError("mapping is being removed"));
+      continue;
+    }
+    if (r.attempt == 0 && !r.sync_only) {
+      counters_.queue_wait_us.fetch_add(Now() - r.enqueued_us, std::memory_order_relaxed);
+    }
+    slot.run = r;
+    slot.started_us.store(Now(), std::memory_order_relaxed);
+    slot.state.store(kBusy, std::memory_order_release);
+    IoFileClient* c = qs->client;
+    const size_t valid = c->ValidBytes(r.first, r.count);
+    auto n = c->read_file()->ReadAt(c->ByteOffset(r.first), absl::MakeSpan(slot.buf, valid));
+    int expected = kBusy;
+    if (!slot.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
+      // The watchdog abandoned this attempt (retried or failed it): drop the late result.
+      slot.state.store(kIdle, std::memory_order_release);
+      continue;
+    }
+    if (!n.ok()) {
+      int err = ErrnoFromStatus(n.status());
+      if (err == EINVAL && c->FallBackToBuffered()) {
+        sched_.Requeue(r, 0);
+        continue;
+      }
+      Fail(r, n.status());
+      continue;
+    }
+    Finish(r, slot.buf, static_cast<int64_t>(*n));
+  }
+}
+
+void IoManager::WatchdogLoop() {
+  // Deadlines of synchronous reads (io_uring channels watch their own slots).
+  const auto period = std::chrono::microseconds(
+      std::clamp<uint64_t>(options_.timeout_us / 4, 1000, 100'000));
+  while (!stop_.load(std::memory_order_acquire)) {
+    std::this_thread::sleep_for(period);
+    const uint64_t now = Now();
+    for (unsigned i = 0; i < sync_count_; ++i) {
+      SyncSlot& s = sync_slots_[i];
+      if (s.state.load(std::memory_order_acquire) != kBusy) continue;
+      const uint64_t started = s.started_us.load(std::memory_order_relaxed);
+      if (now < started || now - started < options_.timeout_us) continue;
+      int expected = kBusy;
+      if (!s.state.compare_exchange_strong(expected, kAbandoned, std::memory_order_acq_rel)) {
+        continue;
+      }
+      RetryOrFail(s.run, "read", now - started);
+    }
+  }
+}
+
+}  // namespace umap::runtime::io

@@ -1,0 +1,139 @@
+// IoManager: the communication manager. Fills queued by the fault handlers are merged by
+// the IoScheduler (PIAO + FIFO per file, least-served across files) and read by I/O channels:
+//
+//   io_uring channels (default where the kernel offers io_uring): one thread and one ring
+//     each, up to `depth` merged reads in flight per channel, so a few threads keep many
+//     requests outstanding; a channel sleeps in one wait for both completions and new work
+//     (an eventfd read sits in its ring).
+//   synchronous channels ("posix"): threads calling File::ReadAt one run at a time. Chosen
+//     when io_uring is unavailable or asked for, and always used for files without a
+//     descriptor (memory env, fault-injecting wrappers), so tests exercise the same queues.
+//
+// Deadlines: every read attempt has `timeout_us`. On expiry the attempt is abandoned (an
+// io_uring read is also cancelled), the watchdog logs the file, offset, length and age, and
+// the run is retried after a backoff (10 ms doubling, at most 1 s) up to `retries` times;
+// then the client gets ETIMEDOUT (a fault then raises SIGBUS with the reason logged). An
+// abandoned attempt keeps its buffer until the kernel or the stalled call returns, so a late
+// completion never lands in memory that was reused. Other read errors are not retried.
+//
+// Memory: each channel slot has one max_io_bytes buffer, page-aligned (O_DIRECT-safe), all
+// allocated at Create; the fault path allocates nothing.
+//
+// Thread safety: Submit from any thread; AddQueue/RemoveQueue from map/unmap. The client's
+// Complete runs on a channel (or watchdog) thread, never under a scheduler lock.
+#ifndef UMAP_RUNTIME_IO_IO_MANAGER_H_
+#define UMAP_RUNTIME_IO_IO_MANAGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/io/scheduler.h"
+#include "umap/env.h"
+
+namespace umap::runtime::io {
+
+enum class Engine { kAuto, kUring, kPosix };
+
+struct IoOptions {
+  Engine engine = Engine::kAuto;
+  unsigned channels = 2;          // io_uring rings (or groups of synchronous threads)
+  unsigned depth = 16;            // merged reads in flight per channel
+  size_t max_io_bytes = 256 << 10;  // largest merged read
+  size_t block_size = 4096;
+  uint32_t cache_blocks = 0;      // pool size: bounds the fills that can be queued
+  uint32_t max_queues = 4096;
+  uint64_t timeout_us = 30'000'000;
+  unsigned retries = 3;
+};
+
+// Bucket k counts reads of [4 KiB << k, 4 KiB << (k+1)); the last bucket is open-ended.
+inline constexpr int kSizeBuckets = 12;
+
+struct IoCounters {
+  std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
+      retries{0}, errors{0}, sync_reads{0};
+  std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
+};
+
+// The owner of a file queue (a Mapping). All methods are called without scheduler locks
+// except QueuedCb (IoClient in scheduler.h).
+class IoFileClient : public IoClient {
+ public:
+  // The file to read (an O_DIRECT handle where possible) and the byte offset of `block`.
+  virtual File* read_file() = 0;
+  virtual uint64_t ByteOffset(uint64_t block) const = 0;
+  // Bytes of blocks [first, first+count) inside the file: count * block_size except at EOF.
+  virtual size_t ValidBytes(uint64_t first, uint32_t count) const = 0;
+  // The run was read into buf (ValidBytes of it are data), or failed for good with `st`
+  // (buf is null then; kCancelled when the queue is being removed).
+  virtual void Complete(const Run& run, char* buf, const absl::Status& st) = 0;
+  // The direct handle refused a read with EINVAL: switch to buffered reads. Returns true if
+  // it switched (the read is then retried at once, not counted as a retry).
+  virtual bool FallBackToBuffered() = 0;
+};
+
+class IoManager {
+ public:
+  static absl::StatusOr<std::unique_ptr<IoManager>> Create(const IoOptions& options, Env* env);
+  // REQUIRES: every queue was removed.
+  ~IoManager();
+
+  Engine engine() const { return engine_; }
+  const IoOptions& options() const { return options_; }
+  IoCounters& counters() { return counters_; }
+
+  IoQueue* AddQueue(IoFileClient* client);
+  // Drops the queue's queued fills (Complete with kCancelled) and waits for its reads in
+  // flight. REQUIRES: nothing submits to it any more.
+  void RemoveQueue(IoQueue* queue);
+
+  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete.
+  void Submit(IoQueue* queue, uint64_t block, uint32_t cb);
+
+ private:
+  struct QueueState;
+  class UringChannel;
+  IoManager(const IoOptions& options, Env* env, Engine engine);
+  absl::Status Start();
+  // Synchronous channel `index`: takes runs and reads them with File::ReadAt.
+  void SyncLoop(unsigned index);
+  void WatchdogLoop();
+  // Completes, retries or fails a finished attempt: `res` bytes read or -errno.
+  void Finish(const Run& run, char* buf, int64_t res);
+  void Fail(const Run& run, const absl::Status& st);
+  void RetryOrFail(const Run& run, const char* what, uint64_t age_us);
+  QueueState* StateOf(IoQueue* q) const;
+  void WakeChannels();
+  uint64_t Now() const { return env_->NowMicros(); }
+
+  const IoOptions options_;
+  Env* const env_;
+  const Engine engine_;
+  const uint32_t max_blocks_;
+  IoScheduler sched_;
+  IoCounters counters_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<UringChannel>> uring_;
+  std::vector<std::thread> threads_;
+
+  // Synchronous channel slots, watched for deadlines by the watchdog thread.
+  struct SyncSlot {
+    std::atomic<int> state{0};  // kIdle, kBusy, kAbandoned
+    Run run;
+    std::atomic<uint64_t> started_us{0};
+    char* buf = nullptr;
+  };
+  std::unique_ptr<SyncSlot[]> sync_slots_;
+  unsigned sync_count_ = 0;
+  char* buffers_ = nullptr;
+  size_t buffers_len_ = 0;
+};
+
+}  // namespace umap::runtime::io
+
+#endif  // UMAP_RUNTIME_IO_IO_MANAGER_H_
