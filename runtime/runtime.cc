@@ -64,6 +64,7 @@ absl::Status Runtime::Start() {
               : options_.io_engine == UMAP_IO_POSIX ? io::Engine::kPosix
                                                     : io::Engine::kAuto;
   io.channels = options_.io_channels;
+  io.uring_channels = options_.handler_threads;  // each handler drives one ring
   io.depth = options_.io_depth;
   io.max_io_bytes = options_.io_max_bytes;
   io.block_size = geo_.block_size;
@@ -72,6 +73,7 @@ absl::Status Runtime::Start() {
   io.timeout_us = uint64_t{options_.io_timeout_ms} * 1000;
   io.retries = options_.io_retries;
   ASSIGN_OR_RETURN(io_, io::IoManager::Create(io, env_));
+  if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
   for (unsigned i = 0; i < options_.handler_threads; ++i) {
@@ -104,6 +106,8 @@ Runtime::~Runtime() {
     UMAP_LOG(kError, "eventfd write failed: errno ", errno);
   }
   for (auto& t : handlers_) t.join();
+  // Unmapping below waits for reads in flight: the manager drives its rings again.
+  if (io_->channel_count() > 0) io_->DriveChannelsExternally(false);
   shadows_.WakeAll();
   for (auto& t : writers_) t.join();
   for (Mapping* m : left) {
@@ -140,23 +144,33 @@ void Runtime::HandlerLoop(int id) {
   ctx.staging = static_cast<char*>(p);
   std::atomic<uint64_t>& epoch = epochs_[id];
   uffd_msg msgs[kMsgBatch];
-  struct pollfd fds[2] = {{uffd_->fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  // With io_uring, this handler drives one I/O channel: it polls the channel's eventfd
+  // (readable on completions) beside the userfaultfd, and pumps the channel after each
+  // batch of faults, so the misses of one batch are merged and issued together.
+  const bool drives = static_cast<unsigned>(id) < io_->channel_count();
+  struct pollfd fds[3] = {{uffd_->fd(), POLLIN, 0},
+                          {stop_fd_, POLLIN, 0},
+                          {drives ? io_->ChannelEventFd(id) : -1, POLLIN, 0}};
+  int timeout = -1;
   while (!stop_.load(std::memory_order_acquire)) {
-    int r = ::poll(fds, 2, -1);
+    int r = ::poll(fds, drives ? 3 : 2, timeout);
     if (r < 0) {
       if (errno == EINTR) continue;
       UMAP_LOG(kError, "handler ", id, ": poll failed: errno ", errno);
       break;
     }
     if (fds[1].revents) break;
-    if (!(fds[0].revents & POLLIN)) continue;
-    // Several handlers wake for one message; the others read nothing and go back to poll.
-    epoch.fetch_add(1, std::memory_order_acq_rel);  // odd: inside
-    int n = uffd_->Read(msgs, kMsgBatch);
-    if (n < 0) UMAP_LOG(kError, "handler ", id, ": reading userfaultfd failed: errno ", -n);
-    for (int i = 0; i < n; ++i) HandleFault(ctx, msgs[i]);
-    epoch.fetch_add(1, std::memory_order_acq_rel);  // even: outside
-    epoch.notify_all();
+    if (fds[0].revents & POLLIN) {
+      // Several handlers wake for one message; the others read nothing and go on.
+      epoch.fetch_add(1, std::memory_order_acq_rel);  // odd: inside
+      int n = uffd_->Read(msgs, kMsgBatch);
+      if (n < 0) UMAP_LOG(kError, "handler ", id, ": reading userfaultfd failed: errno ", -n);
+      for (int i = 0; i < n; ++i) HandleFault(ctx, msgs[i]);
+      epoch.fetch_add(1, std::memory_order_acq_rel);  // even: outside
+      epoch.notify_all();
+    }
+    // Outside the epoch section: completions reach mappings whose removal waits for them.
+    if (drives) timeout = io_->PumpChannel(id);
   }
   ::munmap(p, geo_.block_size);
 }

@@ -1,6 +1,7 @@
 #include "runtime/io/io_manager.h"
 
 #include <liburing.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,7 +21,6 @@ namespace {
 
 enum SlotState : int { kIdle = 0, kBusy = 1, kAbandoned = 2 };
 
-constexpr uint64_t kWakeTag = ~0ull;
 constexpr uint64_t kCancelTag = ~0ull - 1;
 
 uint64_t BackoffUs(uint32_t attempt) {
@@ -46,8 +46,9 @@ IoManager::QueueState* IoManager::StateOf(IoQueue* q) const {
   return static_cast<QueueState*>(q);
 }
 
-// One io_uring and its thread. Slots carry one merged read each; the ring also holds a read
-// of the channel's eventfd, so one wait covers completions and new work.
+// One io_uring. Slots carry one merged read each. The channel's eventfd is registered with
+// the ring, so every completion makes it readable: whoever drives the channel polls it
+// beside its other descriptors and calls Pump.
 class IoManager::UringChannel {
  public:
   UringChannel(IoManager* m, char* buffers) : m_(m), buffers_(buffers) {}
@@ -58,12 +59,14 @@ class IoManager::UringChannel {
 
   absl::Status Init() {
     const unsigned depth = m_->options_.depth;
-    // Room for every slot, its cancellation and the wake read.
+    // Room for every slot's read and its cancellation.
     int r = io_uring_queue_init(2 * depth + 2, &ring_, 0);
     if (r < 0) return PosixError(-r, "io_uring_queue_init");
     ring_ok_ = true;
-    efd_ = ::eventfd(0, EFD_CLOEXEC);
+    efd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (efd_ < 0) return PosixError(errno, "eventfd for an I/O channel");
+    r = io_uring_register_eventfd(&ring_, efd_);
+    if (r < 0) return PosixError(-r, "io_uring_register_eventfd");
     slots_.resize(depth);
     free_.reserve(depth);
     for (unsigned i = 0; i < depth; ++i) {
@@ -73,15 +76,23 @@ class IoManager::UringChannel {
     return absl::OkStatus();
   }
 
+  int event_fd() const { return efd_; }
+
+  // Makes the driver's poll return (new work it should take, a retry, shutdown).
   void Wake() {
-    if (!sleeping_.load(std::memory_order_seq_cst)) return;
     uint64_t one = 1;
-    if (::write(efd_, &one, sizeof(one)) < 0) {
+    if (::write(efd_, &one, sizeof(one)) < 0 && errno != EAGAIN) {
       UMAP_LOG(kError, "I/O channel eventfd write failed: errno ", errno);
     }
   }
 
-  void Loop();
+  // One pass: reap completions, abandon expired reads, issue queued work, submit. Returns
+  // the poll timeout in ms until the next deadline or due retry (-1: none).
+  int Pump();
+  bool idle() {
+    absl::MutexLock l(&mu_);
+    return busy_ == 0;
+  }
 
  private:
   struct Slot {
@@ -90,9 +101,8 @@ class IoManager::UringChannel {
     uint64_t started_us = 0;
     char* buf = nullptr;
   };
-  // The ring has room for every slot's read and cancellation plus the wake read, and is
-  // submitted every pass; a full queue is still handled by submitting first.
-  io_uring_sqe* GetSqe() {
+  io_uring_sqe* GetSqe() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // The ring has room for every slot's read and cancellation; still, submit if full.
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {
       io_uring_submit(&ring_);
@@ -100,25 +110,20 @@ class IoManager::UringChannel {
     }
     return sqe;
   }
-  void ArmWake() {
-    io_uring_sqe* sqe = GetSqe();
-    io_uring_prep_read(sqe, efd_, &wake_buf_, sizeof(wake_buf_), 0);
-    io_uring_sqe_set_data64(sqe, kWakeTag);
-  }
-  void Issue();
-  void Reap(io_uring_cqe* cqe);
-  void CheckDeadlines();
+  void Issue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Reap(io_uring_cqe* cqe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckDeadlines() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   IoManager* const m_;
   char* const buffers_;
+  // One driver at a time (a handler thread, or the manager's own thread); uncontended.
+  absl::Mutex mu_;
   io_uring ring_{};
   bool ring_ok_ = false;
   int efd_ = -1;
-  uint64_t wake_buf_ = 0;
-  std::atomic<bool> sleeping_{false};
-  std::vector<Slot> slots_;
-  std::vector<unsigned> free_;
-  unsigned busy_ = 0;  // slots in state kBusy or kAbandoned
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<unsigned> free_ ABSL_GUARDED_BY(mu_);
+  unsigned busy_ ABSL_GUARDED_BY(mu_) = 0;  // slots in state kBusy or kAbandoned
 };
 
 void IoManager::UringChannel::Issue() {
@@ -158,10 +163,6 @@ void IoManager::UringChannel::Issue() {
 
 void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
   const uint64_t tag = io_uring_cqe_get_data64(cqe);
-  if (tag == kWakeTag) {
-    ArmWake();
-    return;
-  }
   if (tag == kCancelTag) return;
   Slot& s = slots_[tag];
   const int state = s.state;
@@ -185,57 +186,44 @@ void IoManager::UringChannel::CheckDeadlines() {
   }
 }
 
-void IoManager::UringChannel::Loop() {
-  ArmWake();
-  for (;;) {
-    const bool stopping = m_->stop_.load(std::memory_order_acquire);
-    if (stopping && busy_ == 0) break;
-    if (!stopping) Issue();
-    io_uring_submit(&ring_);
-    // Sleep until a completion, new work (eventfd), the next deadline or the next retry.
-    uint64_t now = m_->Now();
-    uint64_t wake_at = m_->sched_.earliest_due_us();
-    for (const Slot& s : slots_) {
-      if (s.state == kBusy) wake_at = std::min(wake_at, s.started_us + m_->options_.timeout_us);
-    }
-    if (stopping) wake_at = std::min(wake_at, now + 10'000);
-    sleeping_.store(true, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    // Re-check after announcing sleep: a Submit that saw sleeping_ false did not write the
-    // eventfd, so its work must be visible here.
-    if (!free_.empty() && !stopping && m_->sched_.backlog() > 0) {
-      sleeping_.store(false, std::memory_order_relaxed);
-      continue;
-    }
-    io_uring_cqe* cqe = nullptr;
-    int r;
-    if (wake_at == UINT64_MAX) {
-      r = io_uring_wait_cqe(&ring_, &cqe);
-    } else {
-      // A due run this channel did not take (no free slot, or one for a synchronous
-      // helper) must not make it spin: wait at least 1 ms then.
-      const uint64_t us = wake_at > now ? wake_at - now : 1000;
-      __kernel_timespec ts{static_cast<long long>(us / 1'000'000),
-                           static_cast<long long>(us % 1'000'000) * 1000};
-      r = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
-    }
-    sleeping_.store(false, std::memory_order_relaxed);
-    if (r < 0 && r != -ETIME && r != -EINTR) {
-      UMAP_LOG(kError, "I/O channel: waiting for io_uring completions failed: errno ", -r);
-    }
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      Reap(cqe);
-      ++seen;
-    }
-    io_uring_cq_advance(&ring_, seen);
-    CheckDeadlines();
+int IoManager::UringChannel::Pump() {
+  absl::MutexLock l(&mu_);
+  uint64_t counter;
+  // Reset the eventfd before reaping: a completion after the reap makes it readable again.
+  if (::read(efd_, &counter, sizeof(counter)) < 0 && errno != EAGAIN) {
+    UMAP_LOG(kError, "I/O channel eventfd read failed: errno ", errno);
   }
+  io_uring_cqe* cqe;
+  unsigned head, seen = 0;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    Reap(cqe);
+    ++seen;
+  }
+  io_uring_cq_advance(&ring_, seen);
+  CheckDeadlines();
+  Issue();
+  io_uring_submit(&ring_);
+  // Work this channel had no slot for goes to the others.
+  if (free_.empty() && m_->sched_.backlog() > 0) m_->WakeChannels(this);
+  const uint64_t now = m_->Now();
+  uint64_t wake_at = m_->sched_.earliest_due_us();
+  for (const Slot& sl : slots_) {
+    if (sl.state == kBusy) wake_at = std::min(wake_at, sl.started_us + m_->options_.timeout_us);
+  }
+  if (wake_at == UINT64_MAX) return -1;
+  // At least 1 ms: a due run this channel did not take (no free slot, or one for a
+  // synchronous helper) must not make its driver spin.
+  return wake_at > now ? static_cast<int>(std::min<uint64_t>((wake_at - now) / 1000 + 1, 60'000))
+                       : 1;
 }
 
 absl::StatusOr<std::unique_ptr<IoManager>> IoManager::Create(const IoOptions& options, Env* env) {
   if (options.channels == 0 || options.channels > 64) {
     return PosixError(EINVAL, absl::StrCat("io_channels ", options.channels, " must be in 1..64"));
+  }
+  if (options.uring_channels == 0 || options.uring_channels > 64) {
+    return PosixError(EINVAL, absl::StrCat("io_uring channels ", options.uring_channels,
+                                           " must be in 1..64"));
   }
   if (options.depth == 0 || options.depth > 256) {
     return PosixError(EINVAL, absl::StrCat("io_depth ", options.depth, " must be in 1..256"));
@@ -274,7 +262,8 @@ IoManager::IoManager(const IoOptions& options, Env* env, Engine engine)
       sched_(options.cache_blocks, options.max_queues) {}
 
 absl::Status IoManager::Start() {
-  const unsigned uring_slots = engine_ == Engine::kUring ? options_.channels * options_.depth : 0;
+  const unsigned uring_slots =
+      engine_ == Engine::kUring ? options_.uring_channels * options_.depth : 0;
   // Synchronous channels: the whole queue depth for the posix engine; beside io_uring, one
   // helper per channel for files without a descriptor.
   sync_count_ = engine_ == Engine::kPosix ? options_.channels * options_.depth : options_.channels;
@@ -286,7 +275,7 @@ absl::Status IoManager::Start() {
     return PosixError(errno, absl::StrCat("allocating ", buffers_len_, " bytes of I/O buffers"));
   }
   buffers_ = static_cast<char*>(p);
-  for (unsigned c = 0; c < uring_slots / std::max(1u, options_.depth); ++c) {
+  for (unsigned c = 0; c < uring_slots / options_.depth; ++c) {
     auto ch = std::make_unique<UringChannel>(
         this, buffers_ + static_cast<size_t>(c) * options_.depth * options_.max_io_bytes);
     RETURN_IF_ERROR(ch->Init());
@@ -297,7 +286,7 @@ absl::Status IoManager::Start() {
   for (unsigned i = 0; i < sync_count_; ++i) {
     sync_slots_[i].buf = sync_bufs + static_cast<size_t>(i) * options_.max_io_bytes;
   }
-  for (auto& ch : uring_) threads_.emplace_back([c = ch.get()] { c->Loop(); });
+  DriveChannelsExternally(false);
   for (unsigned i = 0; i < sync_count_; ++i) {
     threads_.emplace_back([this, i] { SyncLoop(i); });
   }
@@ -308,9 +297,38 @@ absl::Status IoManager::Start() {
 IoManager::~IoManager() {
   stop_.store(true, std::memory_order_release);
   sched_.NotifyAll();
-  for (auto& ch : uring_) ch->Wake();
   for (auto& t : threads_) t.join();
+  StopOwnChannelThreads();
   if (buffers_ != nullptr) ::munmap(buffers_, buffers_len_);
+}
+
+int IoManager::ChannelEventFd(unsigned i) const { return uring_[i]->event_fd(); }
+
+int IoManager::PumpChannel(unsigned i) { return uring_[i]->Pump(); }
+
+void IoManager::StopOwnChannelThreads() {
+  stop_channel_threads_.store(true, std::memory_order_release);
+  for (auto& ch : uring_) ch->Wake();
+  for (auto& t : channel_threads_) t.join();
+  channel_threads_.clear();
+}
+
+void IoManager::DriveChannelsExternally(bool external) {
+  StopOwnChannelThreads();
+  own_drivers_.store(!external, std::memory_order_release);
+  if (external) return;
+  stop_channel_threads_.store(false, std::memory_order_release);
+  for (unsigned i = 0; i < uring_.size(); ++i) {
+    channel_threads_.emplace_back([this, i] {
+      pollfd pfd = {uring_[i]->event_fd(), POLLIN, 0};
+      for (;;) {
+        const int timeout = uring_[i]->Pump();
+        // Reads still in flight stay in the ring for the next driver.
+        if (stop_channel_threads_.load(std::memory_order_acquire)) return;
+        ::poll(&pfd, 1, timeout);
+      }
+    });
+  }
 }
 
 IoQueue* IoManager::AddQueue(IoFileClient* client) { return new QueueState(client); }
@@ -338,14 +356,16 @@ void IoManager::RemoveQueue(IoQueue* queue) {
 void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb) {
   StateOf(queue)->outstanding.fetch_add(1, std::memory_order_relaxed);
   sched_.Push(queue, block, cb, Now());
-  WakeChannels();
+  // The submitting handler pumps its own channel after its batch of faults; only the
+  // manager's own drivers (before handlers attach) need a wake-up.
+  if (own_drivers_.load(std::memory_order_acquire)) WakeChannels();
 }
 
-void IoManager::WakeChannels() {
-  // Pairs with the fence after a channel announces sleep: either it sees the new work, or
-  // this sees it sleeping and writes its eventfd. Awake channels cost one load each.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  for (auto& ch : uring_) ch->Wake();
+void IoManager::WakeChannels(const UringChannel* except) {
+  // Rare (retries, a channel out of slots, queue removal): drivers poll the eventfds.
+  for (auto& ch : uring_) {
+    if (ch.get() != except) ch->Wake();
+  }
 }
 
 void IoManager::Finish(const Run& run, char* buf, int64_t res) {
