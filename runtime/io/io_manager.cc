@@ -502,6 +502,13 @@ void IoManager::WatchdogLoop() {
       }
       RetryOrFail(s.run, "read", now - started);
     }
+    // Retries that no channel took within a whole timeout (every one that could is stuck
+    // on the same hung file system) count as timed out too, so the budget still runs out
+    // and the fault gets its error instead of waiting for ever.
+    Run r;
+    while (now > options_.timeout_us && sched_.TakeOverdue(now - options_.timeout_us, &r)) {
+      RetryOrFail(r, "queued retry", options_.timeout_us);
+    }
   }
 }
 

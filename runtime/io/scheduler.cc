@@ -20,6 +20,22 @@ void IoScheduler::Requeue(const Run& run, uint64_t due_us) {
   work_cv_.SignalAll();  // rare; any waiter may be the one that can take it
 }
 
+bool IoScheduler::TakeOverdue(uint64_t before_us, Run* out) {
+  absl::MutexLock l(&mu_);
+  if (earliest_due_.load(std::memory_order_relaxed) >= before_us) return false;
+  for (size_t i = 0; i < requeued_.size(); ++i) {
+    if (requeued_[i].due_us >= before_us) continue;
+    *out = requeued_[i].run;
+    requeued_[i] = requeued_.back();
+    requeued_.pop_back();
+    uint64_t earliest = UINT64_MAX;
+    for (const Due& d : requeued_) earliest = std::min(earliest, d.due_us);
+    earliest_due_.store(earliest, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
 uint64_t IoScheduler::earliest_due_us() const {
   return earliest_due_.load(std::memory_order_relaxed);
 }
