@@ -72,6 +72,7 @@ class Mapping final : public io::IoFileClient {
   File* file() { return file_.get(); }
 
   void set_write_back(std::unique_ptr<WriteBack> wb) { write_back_ = std::move(wb); }
+  WriteBack* write_back() { return write_back_.get(); }
   absl::Status CloseWriteBack() { return write_back_->Close(); }
 
   // io::IoFileClient (called by the I/O manager).

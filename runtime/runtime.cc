@@ -332,6 +332,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
                     slot};
   auto* m = new Mapping(this, p, std::move(file));
   if (write_back != nullptr) m->set_write_back(std::move(write_back));
+  m->write_back()->set_io(io_.get());
   m->AttachIo(io_.get(), options_.io_direct);
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);

@@ -37,6 +37,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "runtime/io/scheduler.h"
 #include "umap/env.h"
 
@@ -63,6 +66,7 @@ inline constexpr int kSizeBuckets = 12;
 struct IoCounters {
   std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
       retries{0}, errors{0}, sync_reads{0};
+  std::atomic<uint64_t> writes{0}, write_bytes{0}, write_timeouts{0};
   std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
 };
 
@@ -81,6 +85,13 @@ class IoFileClient : public IoClient {
   // The direct handle refused a read with EINVAL: switch to buffered reads. Returns true if
   // it switched (the read is then retried at once, not counted as a retry).
   virtual bool FallBackToBuffered() = 0;
+};
+
+// One piece of a write-back: `len` bytes from `data` go to `offset`.
+struct WritePiece {
+  uint64_t offset;
+  const char* data;
+  size_t len;
 };
 
 class IoManager {
@@ -110,9 +121,26 @@ class IoManager {
   // Queues a fill of `block` holding cache block `cb`; a channel will call Complete.
   void Submit(IoQueue* queue, uint64_t block, uint32_t cb);
 
+  // Writes every piece to `file` and returns when all are done: pieces adjacent in the file
+  // merge into one vectored write of at most max_io_bytes, and with io_uring up to `depth`
+  // of those are in flight at once (a DFS charges per request, so a umsync of scattered
+  // blocks is not a row of round trips). `before_each` runs before each write is issued
+  // (crash points). No fdatasync. Errors: the first write error; ETIMEDOUT when a write
+  // passed its deadline (it was cancelled or, if it could not be, waited for: the caller's
+  // buffers are never left to the kernel). Either way the caller treats the pieces as not
+  // written (the journal keeps them). REQUIRES: pieces sorted by offset, none overlapping,
+  // so no two writes of one block are ever in flight together.
+  // Concurrent only on io_uring, for files with a descriptor, while no crash point is
+  // armed (then the n-th `before_each` finds exactly n-1 writes done).
+  absl::Status Write(File* file, absl::Span<const WritePiece> pieces,
+                     absl::FunctionRef<void()> before_each);
+
  private:
   struct QueueState;
   class UringChannel;
+  struct WriteRing;
+  std::unique_ptr<WriteRing> TakeWriteRing();
+  void ReturnWriteRing(std::unique_ptr<WriteRing> ring);
   IoManager(const IoOptions& options, Env* env, Engine engine);
   absl::Status Start();
   // Synchronous channel `index`: takes runs and reads them with File::ReadAt.
@@ -151,6 +179,9 @@ class IoManager {
   unsigned sync_count_ = 0;
   char* buffers_ = nullptr;
   size_t buffers_len_ = 0;
+
+  absl::Mutex write_rings_mu_;
+  std::vector<std::unique_ptr<WriteRing>> write_rings_ ABSL_GUARDED_BY(write_rings_mu_);
 };
 
 }  // namespace umap::runtime::io
