@@ -73,6 +73,9 @@ typedef struct umap_stats {
   uint64_t io_timeouts;      /* read attempts that passed their deadline */
   uint64_t io_retries;       /* reads retried after a timeout */
   uint64_t io_read_failures; /* merged reads that failed for good */
+  uint64_t io_writes;        /* merged write-back writes */
+  uint64_t io_write_bytes;
+  uint64_t io_write_timeouts;/* writes that passed their deadline (umsync got ETIMEDOUT) */
   uint64_t prefetched_blocks;/* blocks queued by sequential read-ahead */
   uint64_t io_size_hist[UMAP_IO_SIZE_BUCKETS];
   int io_engine;             /* the engine in use: UMAP_IO_URING or UMAP_IO_POSIX */
