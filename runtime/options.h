@@ -23,11 +23,11 @@ struct RuntimeOptions {
   umap_io_engine io_engine = UMAP_IO_AUTO;
   unsigned io_channels = 2;
   unsigned io_depth = 16;
-  size_t io_max_bytes = 256 << 10;
+  size_t io_max_bytes = 512 << 10;
   unsigned io_timeout_ms = 30000;
   unsigned io_retries = 3;
   bool io_direct = true;
-  size_t prefetch_bytes = 1 << 20;
+  size_t prefetch_bytes = 2 << 20;
   Env* env = nullptr;  // null: Env::Default()
 
   static RuntimeOptions FromConfig(const umap_config& c);

@@ -52,7 +52,7 @@ struct IoOptions {
   unsigned channels = 2;          // posix engine: groups of `depth` synchronous threads
   unsigned uring_channels = 2;    // io_uring engine: rings (one per fault handler thread)
   unsigned depth = 16;            // merged reads in flight per channel
-  size_t max_io_bytes = 256 << 10;  // largest merged read
+  size_t max_io_bytes = 512 << 10;  // largest merged read or write
   size_t block_size = 4096;
   uint32_t cache_blocks = 0;      // pool size: bounds the fills that can be queued
   uint32_t max_queues = 4096;
