@@ -57,7 +57,16 @@ TEST(IoRuntimeTest, ASequentialScanIsReadInMergedReadsAheadOfTheReader) {
   for (size_t off = 0; off < kSize; off += 512) {
     ASSERT_EQ(base[off], PatternByte(off)) << "offset " << off;
   }
+  // The reader is woken by the install, before the completion updates the counters (and
+  // read-ahead may still be landing): wait until they settle.
   umap_stats s = rt->Stats();
+  umap_mapping_stats ms;
+  for (int i = 0; i < 500; ++i) {
+    s = rt->Stats();
+    ASSERT_TRUE(rt->MappingStats(base, &ms));
+    if (s.blocks_read >= 2048 && ms.bytes_read == s.io_bytes && ms.reads == s.io_reads) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(s.io_read_failures, 0u);
   EXPECT_GE(s.blocks_read, 2048u);
   // Read-ahead and merging: far fewer reads than blocks, and most blocks never faulted.
@@ -67,8 +76,6 @@ TEST(IoRuntimeTest, ASequentialScanIsReadInMergedReadsAheadOfTheReader) {
   uint64_t big = 0;
   for (int k = 3; k < UMAP_IO_SIZE_BUCKETS; ++k) big += s.io_size_hist[k];
   EXPECT_GT(big, 0u) << "no read of 32 KiB or more";
-  umap_mapping_stats ms;
-  ASSERT_TRUE(rt->MappingStats(base, &ms));
   EXPECT_EQ(ms.bytes_read, s.io_bytes);
   EXPECT_EQ(ms.reads, s.io_reads);
   ASSERT_TRUE(rt->Unmap(*p, kSize).ok());
@@ -94,9 +101,14 @@ TEST(IoRuntimeTest, PerMappingFiguresCountEachFilesBytes) {
   const char* cb = static_cast<const char*>(*pb);
   for (size_t i = 0; i < 64; i += 4) ASSERT_EQ(ca[i * kBlock], PatternByte(i * kBlock));
   for (size_t i = 0; i < 64; ++i) ASSERT_EQ(cb[i * kBlock], PatternByte(i * kBlock));
+  // The last reader is woken before its completion updates the counters: let them settle.
   umap_mapping_stats sa, sb;
-  ASSERT_TRUE(rt->MappingStats(ca + 100, &sa));
-  ASSERT_TRUE(rt->MappingStats(cb, &sb));
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(rt->MappingStats(ca + 100, &sa));
+    ASSERT_TRUE(rt->MappingStats(cb, &sb));
+    if (sa.bytes_read >= 16 * kBlock && sb.bytes_read >= 64 * kBlock) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(sa.bytes_read, 16 * kBlock);  // every 4th block, read-ahead off
   EXPECT_EQ(sb.bytes_read, 64 * kBlock);
   EXPECT_EQ(sa.direct_io, 0);
