@@ -52,6 +52,7 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <iostream>
 #include <rapidcheck/state.h>
 
 #include <algorithm>
@@ -353,8 +354,22 @@ class Sut {
   }
 
   const Oracle& oracle() const { return oracle_; }
+  int sync_crashes_fired() const { return sync_crashes_fired_; }
+  int recovery_crashes_fired() const { return recovery_crashes_fired_; }
+  int recovery_io_errors_fired() const { return recovery_io_errors_fired_; }
   int crashes() const { return crashes_; }
-  int faults_fired() const { return faults_fired_; }
+  int remaps() const { return remaps_; }
+  int indeterminate_total() const { return indeterminate_total_; }
+  // Injected faults that fired so far (FaultEnv and FaultFs count from their creation).
+  uint64_t faults_fired() const {
+    uint64_t n = 0;
+    for (int k = 0; k < faultinject::kNumFaultKinds; ++k) {
+      const auto kind = static_cast<faultinject::FaultKind>(k);
+      if (kind != faultinject::FaultKind::kPowerCut) n += env_->fired(kind);
+    }
+    for (uint64_t f : fs_->counters().fired) n += f;
+    return n;
+  }
 
   void Write(uint64_t b) {
     const uint64_t v = oracle_.next_version++;
@@ -378,6 +393,7 @@ class Sut {
       RC_ASSERT(injected_since_heal_ > 0);
     }
     oracle_.attempts.push_back(a);
+    indeterminate_total_ += !a.acked;
     if (a.acked) {
       if (oracle_.policy == UMAP_POLICY_RELAXED) {
         for (uint64_t b = first; b < end; ++b) oracle_.floor[b] = oracle_.mem[b];
@@ -462,7 +478,6 @@ class Sut {
   // Liveness: with every fault cleared, a whole umsync succeeds within a bound (the relaxed
   // write-back thread retries failed evictions every 100 ms).
   void Heal() {
-    CountFired();
     env_->ClearAll();
     fs_->ClearAll();
     injected_since_heal_ = 0;
@@ -485,12 +500,50 @@ class Sut {
     RC_FAIL("umsync still failing 1 s after every fault was cleared");
   }
 
+  // uunmap (a whole umsync, then the journal forgets the mapping) and umap again in the same
+  // runtime: the new mapping replays whatever the journal still holds for the file first.
+  void Remap() {
+    Attempt a;
+    a.first = 0;
+    a.end = kBlocks;
+    a.snapshot = oracle_.mem;
+    absl::Status s = rt_->Unmap(p_, kBlocks * kBs);
+    a.acked = s.ok();
+    oracle_.attempts.push_back(a);
+    if (!s.ok()) {
+      RC_ASSERT(injected_since_heal_ > 0);
+      return;  // still mapped, nothing lost
+    }
+    ++remaps_;
+    if (oracle_.policy == UMAP_POLICY_RELAXED) oracle_.floor = oracle_.mem;
+    ::close(fd_);
+    fd_ = ::open(data_.c_str(), O_RDWR);
+    RC_ASSERT(fd_ >= 0);
+    absl::StatusOr<void*> p =
+        rt_->Map(nullptr, kBlocks * kBs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (!p.ok()) {
+      // Registering the mapping writes the journal: an injected fault may fail it. Heal.
+      RC_ASSERT(injected_since_heal_ > 0);
+      env_->ClearAll();
+      fs_->ClearAll();
+      injected_since_heal_ = 0;
+      p = rt_->Map(nullptr, kBlocks * kBs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      if (!p.ok()) RC_FAIL("umap again after healing: " + p.status().ToString());
+    }
+    p_ = static_cast<char*>(*p);
+    // uunmap returned 0: the file holds everything the application wrote.
+    const Versions f = Decode(ReadFile(data_));
+    for (uint64_t b = 0; b < kBlocks; ++b) RC_ASSERT(f[b] && *f[b] == oracle_.mem[b]);
+  }
+
   struct CrashSpec {
     CrashKind kind = CrashKind::kKill;
     uint64_t seed = 1;
     int in_sync = -1;  // index into kSyncPoints: crash inside a umsync of [first, end)
     uint64_t hit = 1, first = 0, end = kBlocks;
-    bool in_recovery = false;  // and crash once more inside the first recovery
+    // What goes wrong in the first recovery: nothing, a crash inside it (same kind), or an
+    // I/O error on its first file write (it must report kIoError; the rerun then succeeds).
+    enum class Trouble { kNone, kCrash, kIoError } recovery_trouble = Trouble::kNone;
     bool twice = false;        // run recovery a second time and compare
     bool settle = true;        // let RocksDB finish a pending compaction first (see below)
   };
@@ -501,7 +554,10 @@ class Sut {
     if (c.settle) SettleJournal();
     if (c.in_sync >= 0) {
       RC_ASSERT(crash_point::Arm(kSyncPoints[c.in_sync], c.hit,
-                                 crash_point::Action::Call([this](absl::string_view) { Freeze(); }))
+                                 crash_point::Action::Call([this](absl::string_view) {
+                                   Freeze();
+                                   ++sync_crashes_fired_;
+                                 }))
                     .ok());
       Umsync(c.first, c.end);  // acknowledged only if it finished before the freeze
       crash_point::Disarm();
@@ -515,21 +571,34 @@ class Sut {
     fd_ = -1;
     RC_ASSERT(ReadFile(data_) == data_before);
     RC_ASSERT(Snapshot(jdir_) == journal_before);
-    CountFired();
     env_->ClearAll();
     fs_->ClearAll();
     injected_since_heal_ = 0;
     LoseUnsynced(c.kind, c.seed);
 
-    if (c.in_recovery) {
+    if (c.recovery_trouble == CrashSpec::Trouble::kCrash) {
       RC_ASSERT(crash_point::Arm("recovery.mid_replay", 1,
-                                 crash_point::Action::Call([this](absl::string_view) { Freeze(); }))
+                                 crash_point::Action::Call([this](absl::string_view) {
+                                   Freeze();
+                                   ++recovery_crashes_fired_;
+                                 }))
                     .ok());
       absl::StatusOr<recovery::Report> r = recovery::Recover(RecoverOptions());
       crash_point::Disarm();
       (void)r;  // any outcome: it was killed (or had nothing to replay)
       Freeze();
       LoseUnsynced(c.kind, c.seed + 1);
+    } else if (c.recovery_trouble == CrashSpec::Trouble::kIoError) {
+      const uint64_t before = env_->fired(faultinject::FaultKind::kError);
+      RC_ASSERT(env_->FailNext(Op::kWrite, 1, Fault::Error(EIO).OnlyFor("data.bin")).ok());
+      absl::StatusOr<recovery::Report> r = recovery::Recover(RecoverOptions());
+      RC_ASSERT(r.ok());
+      if (env_->fired(faultinject::FaultKind::kError) > before) {
+        // The failed replay keeps everything for the rerun.
+        ++recovery_io_errors_fired_;
+        RC_ASSERT(recovery::ExitCodeOf(*r) == recovery::ExitCode::kIoError);
+      }
+      env_->ClearAll();
     }
     absl::StatusOr<recovery::Report> r = recovery::Recover(RecoverOptions());
     if (!r.ok()) RC_FAIL("recovery failed: " + r.status().ToString());
@@ -710,14 +779,6 @@ class Sut {
     }
   }
 
-  void CountFired() {
-    for (int k = 0; k < faultinject::kNumFaultKinds; ++k) {
-      if (static_cast<faultinject::FaultKind>(k) == faultinject::FaultKind::kPowerCut) continue;
-      faults_fired_total_ += env_->fired(static_cast<faultinject::FaultKind>(k));
-    }
-    for (uint64_t n : fs_->counters().fired) faults_fired_total_ += n;
-    faults_fired_ = static_cast<int>(faults_fired_total_ - faults_fired_base_);
-  }
 
   std::string dir_, data_, jdir_;
   std::unique_ptr<FaultEnv> env_;
@@ -728,9 +789,8 @@ class Sut {
   Oracle oracle_;
   int injected_since_heal_ = 0;
   bool in_crash_ = false;
-  int crashes_ = 0;
-  uint64_t faults_fired_total_ = 0, faults_fired_base_ = 0;
-  int faults_fired_ = 0;
+  int crashes_ = 0, remaps_ = 0, indeterminate_total_ = 0;
+  int sync_crashes_fired_ = 0, recovery_crashes_fired_ = 0, recovery_io_errors_fired_ = 0;
 };
 
 // ---- commands --------------------------------------------------------------------------------
@@ -749,7 +809,7 @@ struct WriteCmd : Cmd {
 };
 
 struct UmsyncCmd : Cmd {
-  bool whole = Pick(0, 2) == 0;
+  bool whole = Pick(0, 2) == 0;  // shrinks to the whole mapping
   uint64_t first = whole ? 0 : Pick<uint64_t>(0, kBlocks);
   uint64_t end = whole ? kBlocks : first + Pick<uint64_t>(1, kBlocks - first + 1);
   void run(const Model&, Sut& s) const override {
@@ -793,22 +853,35 @@ struct HealCmd : Cmd {
   void show(std::ostream& os) const override { os << "Heal"; }
 };
 
+struct RemapCmd : Cmd {
+  void run(const Model&, Sut& s) const override {
+    s.Remap();
+    s.CheckFileNow();
+  }
+  void show(std::ostream& os) const override { os << "Unmap+Map"; }
+};
+
 struct CrashCmd : Cmd {
   Sut::CrashSpec spec = [] {
     Sut::CrashSpec c;
     c.kind = static_cast<CrashKind>(Pick(0, 4));
     c.seed = Pick<uint64_t>(1, 1u << 30);
-    if (Pick(0, 2) == 0) {
+    // Every choice shrinks towards its simple case (0 / false).
+    if (Pick(0, 2) == 1) {
       c.in_sync = Pick(0, static_cast<int>(std::size(kSyncPoints)));
       c.hit = Pick<uint64_t>(1, 3);
-      if (Pick(0, 2) == 0) {
+      if (Pick(0, 2) == 1) {
         c.first = Pick<uint64_t>(0, kBlocks);
         c.end = c.first + Pick<uint64_t>(1, kBlocks - c.first + 1);
       }
     }
-    c.in_recovery = Pick(0, 4) == 0;
-    c.twice = Pick(0, 2) == 0;
-    c.settle = Pick(0, 10) != 0;
+    switch (Pick(0, 8)) {
+      case 6: c.recovery_trouble = Sut::CrashSpec::Trouble::kCrash; break;
+      case 7: c.recovery_trouble = Sut::CrashSpec::Trouble::kIoError; break;
+      default: break;
+    }
+    c.twice = Pick(0, 2) == 1;
+    c.settle = Pick(0, 10) != 9;
     return c;
   }();
   void run(const Model&, Sut& s) const override { s.Crash(spec); }
@@ -818,12 +891,43 @@ struct CrashCmd : Cmd {
       os << ", inside Umsync[" << spec.first << ", " << spec.end << ") at "
          << kSyncPoints[spec.in_sync] << " hit " << spec.hit;
     }
-    if (spec.in_recovery) os << ", again inside recovery";
+    if (spec.recovery_trouble == Sut::CrashSpec::Trouble::kCrash) os << ", again inside recovery";
+    if (spec.recovery_trouble == Sut::CrashSpec::Trouble::kIoError) {
+      os << ", I/O error in recovery";
+    }
     if (spec.twice) os << ", recover twice";
     if (!spec.settle) os << ", into a running compaction";
     os << ")";
   }
 };
+
+// Totals over every case run (shrinking included), printed at exit: evidence that the
+// interesting paths were taken, with numbers for docs/testing.md.
+struct Totals {
+  uint64_t cases = 0, commands = 0, crashes = 0, sync_crashes = 0, recovery_crashes = 0,
+           recovery_io_errors = 0, faults_fired = 0, indeterminate = 0, remaps = 0;
+};
+Totals g_totals[2];  // by policy
+
+class PrintTotals : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (int p = 0; p < 2; ++p) {
+      const Totals& t = g_totals[p];
+      if (t.cases == 0) continue;
+      std::cout << "durability property, " << (p == UMAP_POLICY_ATOMIC ? "atomic" : "relaxed")
+                << ": " << t.cases << " cases, " << t.commands << " commands, " << t.crashes
+                << " crashes (" << t.sync_crashes << " inside a umsync, " << t.recovery_crashes
+                << " inside recovery), " << t.recovery_io_errors << " recovery I/O errors, "
+                << t.faults_fired << " injected faults fired, " << t.indeterminate
+                << " indeterminate umsyncs, " << t.remaps << " remaps\n";
+    }
+  }
+};
+const bool kPrintTotals = [] {
+  ::testing::AddGlobalTestEnvironment(new PrintTotals);
+  return true;
+}();
 
 void RunProperty(umap_policy policy) {
   Sut sut(policy);
@@ -833,13 +937,24 @@ void RunProperty(umap_policy policy) {
                Model{}, rc::state::gen::execOneOfWithArgs<
                             WriteCmd, WriteCmd, WriteCmd, WriteCmd, UmsyncCmd, UmsyncCmd,
                             UmsyncCmd, EvictPressureCmd, EvictPressureCmd, InjectCmd, InjectCmd,
-                            HealCmd, CrashCmd, CrashCmd>()));
+                            InjectCmd, HealCmd, RemapCmd, CrashCmd, CrashCmd>()));
+  Totals& t = g_totals[policy];
+  ++t.cases;
+  t.commands += commands.size();
   rc::state::runAll(commands, Model{}, sut);
   const size_t indeterminate = sut.oracle().indeterminate();
   sut.Finish();
+  t.crashes += sut.crashes();
+  t.sync_crashes += sut.sync_crashes_fired();
+  t.recovery_crashes += sut.recovery_crashes_fired();
+  t.recovery_io_errors += sut.recovery_io_errors_fired();
+  t.faults_fired += sut.faults_fired();
+  t.indeterminate += sut.indeterminate_total();
+  t.remaps += sut.remaps();
   RC_CLASSIFY(sut.crashes() > 0, "crashed");
   RC_CLASSIFY(sut.faults_fired() > 0, "fault fired");
   RC_CLASSIFY(indeterminate > 0, "indeterminate at end");
+
 }
 
 RC_GTEST_PROP(DurabilityProperty, AtomicPolicyKeepsCommittedStateOnly, ()) {
