@@ -380,6 +380,19 @@ class Sut {
     oracle_.written[b].push_back(v);
   }
 
+  // The application reads back what it wrote last, wherever the block is (cache, shadow,
+  // staged in the journal, committed but not applied, file).
+  void Read(uint64_t b) {
+    std::string got(kBs, '\0');
+    const int sig = GuardedCopy(got.data(), p_ + b * kBs, kBs);
+    if (sig != 0) RC_FAIL("signal " + std::to_string(sig) + " reading block " + std::to_string(b));
+    const std::optional<uint64_t> v = VersionOf(b, got);
+    if (!(v && *v == oracle_.mem[b])) {
+      RC_FAIL("block " + std::to_string(b) + " reads as " + Show({v}) + ", last written " +
+              std::to_string(oracle_.mem[b]));
+    }
+  }
+
   // Returns whether it was acknowledged.
   bool Umsync(uint64_t first, uint64_t end) {
     Attempt a;
@@ -429,14 +442,14 @@ class Sut {
 
   enum class Inject {
     kDataWriteEio, kDataWriteEnospc, kDataTornWrite, kDataSyncEio, kDataSyncLosesData,
-    kWalAppendIo, kWalAppendNoSpace, kWalSyncIo, kWalSyncNoSpace,
+    kWalAppendIo, kWalAppendNoSpace, kWalSyncIo, kWalSyncNoSpace, kJournalNewFileIo,
   };
-  static constexpr int kNumInject = 9;
+  static constexpr int kNumInject = 10;
   static const char* InjectName(Inject i) {
     static const char* kNames[] = {"data write EIO", "data write ENOSPC", "data torn write",
                                    "data fdatasync EIO", "data fdatasync loses data",
                                    "WAL append IOError", "WAL append NoSpace", "WAL sync IOError",
-                                   "WAL sync NoSpace"};
+                                   "WAL sync NoSpace", "journal new file IOError"};
     return kNames[static_cast<int>(i)];
   }
 
@@ -470,6 +483,9 @@ class Sut {
         break;
       case Inject::kWalSyncNoSpace:
         s = fs_->FailNext(FsOp::kSync, count, FsFault::NoSpace().OnlyFor(FileClass::kWal));
+        break;
+      case Inject::kJournalNewFileIo:  // new WAL at a reopen, tables of flushes/compactions
+        s = fs_->FailNext(FsOp::kNewWritableFile, count, FsFault::IOError());
         break;
     }
     RC_ASSERT(s.ok());
@@ -808,6 +824,12 @@ struct WriteCmd : Cmd {
   void show(std::ostream& os) const override { os << "Write(" << block << ")"; }
 };
 
+struct ReadCmd : Cmd {
+  uint64_t block = Pick<uint64_t>(0, kHot);
+  void run(const Model&, Sut& s) const override { s.Read(block); }
+  void show(std::ostream& os) const override { os << "Read(" << block << ")"; }
+};
+
 struct UmsyncCmd : Cmd {
   bool whole = Pick(0, 2) == 0;  // shrinks to the whole mapping
   uint64_t first = whole ? 0 : Pick<uint64_t>(0, kBlocks);
@@ -931,13 +953,17 @@ const bool kPrintTotals = [] {
 
 void RunProperty(umap_policy policy) {
   Sut sut(policy);
-  // ~10-30 commands a case (scaled from rapidcheck's size 0..100).
-  const auto commands = *rc::gen::scale(
-      0.3, rc::state::gen::commands(
-               Model{}, rc::state::gen::execOneOfWithArgs<
-                            WriteCmd, WriteCmd, WriteCmd, WriteCmd, UmsyncCmd, UmsyncCmd,
-                            UmsyncCmd, EvictPressureCmd, EvictPressureCmd, InjectCmd, InjectCmd,
-                            InjectCmd, HealCmd, RemapCmd, CrashCmd, CrashCmd>()));
+  // 1 to 11..31 commands a case: rapidcheck draws the count uniformly in [1, size + 1], and
+  // its size (0..100 over the run) is mapped to 10..30 here.
+  const auto commands = *rc::gen::withSize([](int size) {
+    return rc::gen::resize(
+        10 + size / 5,
+        rc::state::gen::commands(
+            Model{}, rc::state::gen::execOneOfWithArgs<
+                         WriteCmd, WriteCmd, WriteCmd, WriteCmd, ReadCmd, ReadCmd, UmsyncCmd,
+                         UmsyncCmd, UmsyncCmd, EvictPressureCmd, EvictPressureCmd, InjectCmd,
+                         InjectCmd, InjectCmd, HealCmd, RemapCmd, CrashCmd, CrashCmd>()));
+  });
   Totals& t = g_totals[policy];
   ++t.cases;
   t.commands += commands.size();
