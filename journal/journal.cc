@@ -60,6 +60,20 @@ class OpenDirs {
 };
 ABSL_CONST_INIT absl::Mutex OpenDirs::mu_(absl::kConstInit);
 
+// internal::TEST_SetFileSystemForDir's table.
+ABSL_CONST_INIT absl::Mutex fs_override_mu(absl::kConstInit);
+std::map<std::string, std::shared_ptr<rocksdb::FileSystem>>& FileSystemOverrides()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(fs_override_mu) {
+  static auto* m = new std::map<std::string, std::shared_ptr<rocksdb::FileSystem>>();
+  return *m;
+}
+std::shared_ptr<rocksdb::FileSystem> FileSystemOverride(const std::string& dir) {
+  absl::MutexLock l(&fs_override_mu);
+  auto& m = FileSystemOverrides();
+  auto it = m.find(dir);
+  return it == m.end() ? nullptr : it->second;
+}
+
 // RocksDB's info log, sent to our log instead of a LOG file in the journal directory. The
 // LOG file shares the journal's disk: once that disk is full, Debian's RocksDB 7.8.3 (built
 // with assertions) aborts in WritableFileWriter::Append when it logs the very WAL error it
@@ -217,8 +231,9 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   }
   absl::Cleanup unreserve = [dir_id] { OpenDirs::Release(dir_id); };
 
-  std::shared_ptr<rocksdb::FileSystem> fs =
-      options.fs != nullptr ? options.fs : rocksdb::FileSystem::Default();
+  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
+  if (fs == nullptr) fs = FileSystemOverride(dir);
+  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   auto listener = std::make_shared<Listener>();
   std::shared_ptr<rocksdb::Statistics> statistics = rocksdb::CreateDBStatistics();
@@ -856,5 +871,16 @@ Journal::Stats Journal::stats() const {
   st.write_groups = statistics_->getTickerCount(rocksdb::WRITE_DONE_BY_SELF);
   return st;
 }
+
+namespace internal {
+void TEST_SetFileSystemForDir(const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs) {
+  absl::MutexLock l(&fs_override_mu);
+  if (fs == nullptr) {
+    FileSystemOverrides().erase(dir);
+  } else {
+    FileSystemOverrides()[dir] = std::move(fs);
+  }
+}
+}  // namespace internal
 
 }  // namespace umap::journal

@@ -264,6 +264,15 @@ class Journal {
   uint64_t bytes_written_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+namespace internal {
+// TEST ONLY. While set, Journal::Open of exactly `dir` with a null JournalOptions::fs uses
+// `fs` instead of rocksdb::FileSystem::Default(); a null `fs` removes the override. This is
+// how in-process tests put a fault-injecting FileSystem (faultinject::FaultFs) under the
+// journal that a runtime::Runtime opens for itself: RuntimeOptions has no FileSystem field.
+// Shipped code never calls it; an unset override costs one mutex-guarded map lookup per Open.
+void TEST_SetFileSystemForDir(const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs);
+}  // namespace internal
+
 }  // namespace umap::journal
 
 #endif  // UMAP_JOURNAL_JOURNAL_H_

@@ -84,8 +84,33 @@ uint64_t Bytes(const journal::Transaction& t) {
 }
 }  // namespace
 
+absl::Status JournalWriteBack::AdoptSurvivors() {
+  if (!commit_failed_) return absl::OkStatus();
+  // Run() reopens a poisoned journal first, so what we list is what reached its disk. Only
+  // this sink commits for this mapping, always under apply_mu_: a pending transaction of the
+  // mapping newer than last_lsn_ can only be one whose Commit returned an error.
+  RETURN_IF_ERROR(journal_->Run([&](journal::Journal& j) -> absl::Status {
+    for (uint64_t lsn : j.PendingLsns()) {
+      if (lsn <= last_lsn_ || unapplied_.contains(lsn)) continue;
+      absl::StatusOr<journal::Transaction> t = j.ReadTransaction(lsn);
+      if (absl::IsNotFound(t.status())) continue;  // applied and deleted meanwhile
+      if (!t.ok()) return t.status();
+      if (t->mapping_id != mapping_id_) continue;
+      UMAP_LOG(kWarn, "journal ", journal_->dir(), ": failed commit of mapping ", mapping_id_,
+               " survived as transaction ", lsn, "; applying it");
+      unapplied_.emplace(lsn, *std::move(t));
+      last_lsn_ = lsn;
+    }
+    return absl::OkStatus();
+  }));
+  commit_failed_ = false;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> JournalWriteBack::ReadEvicted(uint64_t block, absl::Span<char> dst) {
   absl::MutexLock l(&apply_mu_);
+  // A surviving failed commit may have taken this block's staged image.
+  RETURN_IF_ERROR(AdoptSurvivors());
   // Newest first: a staged image is newer than any committed one of the same block.
   auto staged = journal_->Run([&](journal::Journal& j) { return j.ReadStaged(mapping_id_, block); });
   if (!staged.ok()) return staged.status();
@@ -118,17 +143,25 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
     writes.push_back({im.block, absl::string_view(im.data.data(), im.data.size())});
   }
   absl::MutexLock l(&apply_mu_);
+  // Survivors of an earlier failed commit come first: they are older, and in the atomic
+  // policy they hold staged images that this commit would no longer find.
+  RETURN_IF_ERROR(AdoptSurvivors());
   UMAP_CRASH_POINT("journal.before_commit");
   auto txn = journal_->Run([&](journal::Journal& j) {
     return j.Commit(mapping_id_, writes, first, std::max(first, end));
   });
   // A failed commit is indeterminate (present or absent after a crash, never partial); the
-  // caller keeps the blocks dirty, so a retry commits them again.
-  if (!txn.ok()) return txn.status();
+  // caller keeps the blocks dirty, so a retry commits them again. If it is present after the
+  // reopen, AdoptSurvivors applies it before anything newer.
+  if (!txn.ok()) {
+    commit_failed_ = true;
+    return txn.status();
+  }
   UMAP_CRASH_POINT("journal.after_commit");
   if (txn->lsn != journal::kNoLsn) {
     // Intent mode keeps no payload in the journal; the images come back from Commit.
     uint64_t lsn = txn->lsn;
+    last_lsn_ = std::max(last_lsn_, lsn);
     unapplied_.emplace(lsn, *std::move(txn));
   }
   return ApplyPending(sync_file);

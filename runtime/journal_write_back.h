@@ -1,8 +1,12 @@
 // Write-back through the write-ahead journal (DESIGN.md §2, docs/durability.md).
 //
 // JournalHandle owns the runtime's Journal and reopens it after a write error poisoned it
-// (the journal never writes again after an error until closed, reopened and recovered; a
-// reopen also re-applies committed transactions that never reached the file).
+// (the journal never writes again after an error until closed, reopened and recovered).
+// A commit that failed is indeterminate: the reopen may find it committed after all (its
+// WriteBatch reached the WAL, only the fsync failed). Each sink then adopts its own such
+// survivors before its next commit or read of an evicted block, and applies them in LSN
+// order like any other transaction: in the atomic policy the survivor also deleted the
+// staged records it took, so without it those blocks would exist only in the journal.
 //
 // JournalWriteBack is a mapping's sink:
 //   atomic policy   Evicted() stages the image in the journal (uncommitted); Sync() commits
@@ -94,6 +98,9 @@ class JournalWriteBack final : public WriteBack {
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
   // fdatasyncs and marks them (and earlier applied-unsynced ones) applied.
   absl::Status ApplyPending(bool sync_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // After a failed Commit of this mapping: takes this mapping's pending transactions newer
+  // than the last one it knows (failed commits that the journal kept) into unapplied_.
+  absl::Status AdoptSurvivors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
 
   JournalHandle* const journal_;
   File* const file_;
@@ -111,6 +118,9 @@ class JournalWriteBack final : public WriteBack {
   // they are applied again (never trust a later fsync after a failed one).
   std::map<uint64_t, journal::Transaction> applied_unsynced_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t applied_unsynced_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  // The newest LSN this sink committed or adopted, and whether a Commit failed since.
+  uint64_t last_lsn_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  bool commit_failed_ ABSL_GUARDED_BY(apply_mu_) = false;
 };
 
 }  // namespace umap::runtime
