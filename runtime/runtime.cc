@@ -27,6 +27,9 @@ constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// The I/O channel the current thread drives (a handler thread with io_uring), or -1.
+thread_local int t_channel = -1;
+
 }  // namespace
 
 struct Runtime::HandlerCtx {
@@ -148,6 +151,7 @@ void Runtime::HandlerLoop(int id) {
   // (readable on completions) beside the userfaultfd, and pumps the channel after each
   // batch of faults, so the misses of one batch are merged and issued together.
   const bool drives = static_cast<unsigned>(id) < io_->channel_count();
+  if (drives) t_channel = id;
   struct pollfd fds[3] = {{uffd_->fd(), POLLIN, 0},
                           {stop_fd_, POLLIN, 0},
                           {drives ? io_->ChannelEventFd(id) : -1, POLLIN, 0}};
@@ -264,6 +268,9 @@ uint32_t Runtime::AcquireBlock() {
     // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
     // behind. Wait for them rather than exceed the cache bound.
     counters_.pool_waits.fetch_add(1, std::memory_order_relaxed);
+    // Busy blocks may be fills in flight on this handler's own channel: only this thread
+    // reaps them, so reap while waiting (no entry lock is held here).
+    if (t_channel >= 0) io_->PumpChannel(static_cast<unsigned>(t_channel));
     if (std::chrono::steady_clock::now() > deadline) return BlockPool::kNone;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
