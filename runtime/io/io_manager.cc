@@ -298,7 +298,10 @@ absl::Status IoManager::Start() {
 }
 
 IoManager::~IoManager() {
-  stop_.store(true, std::memory_order_release);
+  {
+    absl::MutexLock l(&watchdog_mu_);  // the watchdog's condition re-evaluates on release
+    stop_.store(true, std::memory_order_release);
+  }
   sched_.NotifyAll();
   for (auto& t : threads_) t.join();
   StopOwnChannelThreads();
@@ -491,8 +494,18 @@ void IoManager::WatchdogLoop() {
   // Deadlines of synchronous reads (io_uring channels watch their own slots).
   const auto period = std::chrono::microseconds(
       std::clamp<uint64_t>(options_.timeout_us / 4, 1000, 100'000));
-  while (!stop_.load(std::memory_order_acquire)) {
-    std::this_thread::sleep_for(period);
+  for (;;) {
+    {
+      // Woken early by the destructor, so that destroying a runtime never waits a period.
+      absl::MutexLock l(&watchdog_mu_);
+      watchdog_mu_.AwaitWithTimeout(absl::Condition(
+                                        +[](std::atomic<bool>* stop) {
+                                          return stop->load(std::memory_order_acquire);
+                                        },
+                                        &stop_),
+                                    absl::FromChrono(period));
+    }
+    if (stop_.load(std::memory_order_acquire)) return;
     const uint64_t now = Now();
     for (unsigned i = 0; i < sync_count_; ++i) {
       SyncSlot& s = sync_slots_[i];

@@ -180,6 +180,7 @@ class IoManager {
   char* buffers_ = nullptr;
   size_t buffers_len_ = 0;
 
+  absl::Mutex watchdog_mu_;  // only to wake the watchdog at destruction
   absl::Mutex write_rings_mu_;
   std::vector<std::unique_ptr<WriteRing>> write_rings_ ABSL_GUARDED_BY(write_rings_mu_);
 };
