@@ -5,8 +5,8 @@
 #      size); and the GlusterFS shape (64 MiB file, 16 MiB cache) as the local reference;
 #   2. a one-brick GlusterFS volume (faultinject/gluster/gluster-testbed): random read,
 #      random write with a umsync/msync every 100 ops, random read with locality L=0.8,
-#      1/4/8/16 threads; the locality sweep at 8 threads; a sequential scan of a 256 MiB
-#      file under a cgroup memory limit of 1/4 of it (skipped, with the reason, only if GlusterFS
+#      1/4/8/16 threads; the locality sweep at 8 threads; random read in a cgroup of half
+#      the file; a sequential scan of a 256 MiB file under a cgroup limit of 1/4 of it (skipped, with the reason, only if GlusterFS
 #      cannot start here).
 # Writes bench/results/<date>/: results.jsonl (one JSON object per run), summary.md (machine,
 # commands, ratio tables with min-max), *.png (throughput vs threads per backend), *.log.
@@ -132,6 +132,10 @@ if [ $gl_up = 1 ]; then
   run gluster gluster-sweep.log --file "$GL_MNT/bench.dat" --file-size 64M --cache 16M \
     --backends umap,mmap --pattern random --access read --locality 0,0.5,0.8,0.95,1 \
     --threads 8 --ops 1000 --repeats "$REPEATS" --drop-caches --stall-seconds 60
+  # Random reads with every backend in a cgroup of half the file (umap's cache: 16 MiB).
+  run gluster-memlimit gluster-memlimit.log --file "$GL_MNT/bench.dat" --file-size 64M \
+    --cache 16M --memory-limit 32M --backends umap,mmap,pread --pattern random --access read \
+    --threads 1,4,8,16 --ops "$GL_OPS" --repeats "$REPEATS" --drop-caches --stall-seconds 60
   # A scan of a whole 256 MiB file (65536 ops of 4 KiB) with the memory limit at 1/4 of it.
   run gluster-memlimit gluster-scan.log --file "$GL_MNT/scan.dat" --file-size 256M --cache 32M \
     --memory-limit 64M --backends umap,mmap --pattern sequential --access read --threads 1 \
