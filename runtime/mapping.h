@@ -142,6 +142,12 @@ class Mapping final : public io::IoFileClient {
   std::unique_ptr<WriteBack> write_back_;
 
   absl::Mutex sync_mu_;  // one umsync per mapping at a time
+  // Group commit (Sync): tickets taken on entry; the last successful umsync's range and the
+  // ticket count when it started.
+  std::atomic<uint64_t> sync_tickets_{0};
+  uint64_t covered_ticket_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  uint64_t covered_first_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  uint64_t covered_end_ ABSL_GUARDED_BY(sync_mu_) = 0;
   // Blocks of the umsync in progress: not evicted until it is done, so that a block whose
   // captured image is on its way to the file is never re-read from the file meanwhile.
   std::atomic<uint64_t> sync_first_{0};

@@ -536,6 +536,7 @@ umap_stats Runtime::Stats() const {
     if (Mapping* m = slots_[i].load(std::memory_order_acquire)) prefetched += m->prefetched();
   }
   s.prefetched_blocks = prefetched;
+  s.umsyncs_shared = counters_.shared_syncs.load();
   return s;
 }
 

@@ -43,7 +43,7 @@ class Mapping;
 struct Counters {
   std::atomic<uint64_t> faults_missing{0}, faults_wp{0}, blocks_read{0}, blocks_written{0},
       evictions{0}, dirty_evictions{0}, io_errors{0}, sigbus{0}, stale_faults{0},
-      pool_waits{0};
+      pool_waits{0}, shared_syncs{0};
 };
 
 class Runtime {

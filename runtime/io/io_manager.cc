@@ -42,6 +42,9 @@ struct IoManager::QueueState : IoQueue {
   explicit QueueState(IoFileClient* c) : IoQueue(c), client(c) {}
   IoFileClient* const client;
   std::atomic<int64_t> outstanding{0};  // blocks queued, in flight or waiting for a retry
+  // Reads issued on the file and not yet returned, abandoned ones included: the file and
+  // the client must outlive them (a stalled call resumes into them when the DFS answers).
+  std::atomic<int64_t> calls{0};
   std::atomic<bool> closing{false};
 };
 
@@ -71,6 +74,7 @@ class IoManager::UringChannel {
     r = io_uring_register_eventfd(&ring_, efd_);
     if (r < 0) return PosixError(-r, "io_uring_register_eventfd");
     slots_.resize(depth);
+    slots_count_ = depth;
     free_.reserve(depth);
     for (unsigned i = 0; i < depth; ++i) {
       slots_[i].buf = buffers_ + i * m_->options_.max_io_bytes;
@@ -80,6 +84,8 @@ class IoManager::UringChannel {
   }
 
   int event_fd() const { return efd_; }
+  // Every slot holds a read (in flight or abandoned): the channel can take nothing.
+  bool full() const { return busy_count_.load(std::memory_order_relaxed) == slots_count_; }
 
   // Makes the driver's poll return (new work it should take, a retry, shutdown).
   void Wake() {
@@ -127,6 +133,8 @@ class IoManager::UringChannel {
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<unsigned> free_ ABSL_GUARDED_BY(mu_);
   unsigned busy_ ABSL_GUARDED_BY(mu_) = 0;  // slots in state kBusy or kAbandoned
+  std::atomic<unsigned> busy_count_{0};     // busy_, readable by the watchdog
+  unsigned slots_count_ = 0;                // const after Init
 };
 
 void IoManager::UringChannel::Issue() {
@@ -157,6 +165,8 @@ void IoManager::UringChannel::Issue() {
     s.run = r;
     s.started_us = m_->Now();
     ++busy_;
+    busy_count_.store(busy_, std::memory_order_relaxed);
+    qs->calls.fetch_add(1, std::memory_order_relaxed);
     io_uring_sqe* sqe = GetSqe();
     io_uring_prep_read(sqe, f->fd(), s.buf, static_cast<unsigned>(r.count * bs),
                        qs->client->ByteOffset(r.first));
@@ -171,9 +181,12 @@ void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
   const int state = s.state;
   s.state = kIdle;
   --busy_;
+  busy_count_.store(busy_, std::memory_order_relaxed);
   free_.push_back(static_cast<unsigned>(tag));
   // An abandoned attempt was retried or failed already: its late result is dropped.
+  QueueState* qs = m_->StateOf(s.run.queue);
   if (state == kBusy) m_->Finish(s.run, s.buf, cqe->res);
+  qs->calls.fetch_sub(1, std::memory_order_release);  // last touch of the queue
 }
 
 void IoManager::UringChannel::CheckDeadlines() {
@@ -351,8 +364,11 @@ void IoManager::RemoveQueue(IoQueue* queue) {
     r.count = 1;
     Fail(r, absl::CancelledError("mapping is being removed"));
   }
-  // Reads in flight (or waiting for a retry) finish or are dropped by their channels.
-  while (qs->outstanding.load(std::memory_order_acquire) > 0) {
+  // Reads in flight (or waiting for a retry) finish or are dropped by their channels, and
+  // abandoned calls return: a call stalled in the file system holds this up until the file
+  // system answers (it cannot be taken back, and it uses the file).
+  while (qs->outstanding.load(std::memory_order_acquire) > 0 ||
+         qs->calls.load(std::memory_order_acquire) > 0) {
     WakeChannels();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -470,23 +486,23 @@ void IoManager::SyncLoop(unsigned index) {
     slot.state.store(kBusy, std::memory_order_release);
     IoFileClient* c = qs->client;
     const size_t valid = c->ValidBytes(r.first, r.count);
+    qs->calls.fetch_add(1, std::memory_order_relaxed);
     auto n = c->read_file()->ReadAt(c->ByteOffset(r.first), absl::MakeSpan(slot.buf, valid));
     int expected = kBusy;
     if (!slot.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
       // The watchdog abandoned this attempt (retried or failed it): drop the late result.
       slot.state.store(kIdle, std::memory_order_release);
-      continue;
-    }
-    if (!n.ok()) {
+    } else if (!n.ok()) {
       int err = ErrnoFromStatus(n.status());
       if (err == EINVAL && c->FallBackToBuffered()) {
         sched_.Requeue(r, 0);
-        continue;
+      } else {
+        Fail(r, n.status());
       }
-      Fail(r, n.status());
-      continue;
+    } else {
+      Finish(r, slot.buf, static_cast<int64_t>(*n));
     }
-    Finish(r, slot.buf, static_cast<int64_t>(*n));
+    qs->calls.fetch_sub(1, std::memory_order_release);  // last touch of the queue
   }
 }
 
@@ -518,12 +534,20 @@ void IoManager::WatchdogLoop() {
       }
       RetryOrFail(s.run, "read", now - started);
     }
-    // Retries that no channel took within a whole timeout (every one that could is stuck
-    // on the same hung file system) count as timed out too, so the budget still runs out
-    // and the fault gets its error instead of waiting for ever.
+    // Runs that no channel took within a whole timeout while every channel that could read
+    // them is stuck (on the same hung file system) count as timed out too, so the budget
+    // still runs out and the fault gets its error instead of waiting for ever. Merely slow
+    // channels (a busy CPU) are not stuck: a free slot anywhere means no verdict.
+    bool sync_stuck = sync_count_ > 0;
+    for (unsigned i = 0; i < sync_count_; ++i) {
+      sync_stuck &= sync_slots_[i].state.load(std::memory_order_acquire) != kIdle;
+    }
+    bool async_stuck = !uring_.empty();
+    for (auto& ch : uring_) async_stuck &= ch->full();
     Run r;
-    while (now > options_.timeout_us && sched_.TakeOverdue(now - options_.timeout_us, &r)) {
-      RetryOrFail(r, "queued retry", options_.timeout_us);
+    while (now > options_.timeout_us && (sync_stuck || async_stuck) &&
+           sched_.TakeOverdue(now - options_.timeout_us, sync_stuck, async_stuck, &r)) {
+      RetryOrFail(r, "queued run", options_.timeout_us);
     }
   }
 }

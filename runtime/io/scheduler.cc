@@ -20,11 +20,13 @@ void IoScheduler::Requeue(const Run& run, uint64_t due_us) {
   work_cv_.SignalAll();  // rare; any waiter may be the one that can take it
 }
 
-bool IoScheduler::TakeOverdue(uint64_t before_us, Run* out) {
+bool IoScheduler::TakeOverdue(uint64_t before_us, bool sync_stuck, bool async_stuck,
+                              Run* out) {
   absl::MutexLock l(&mu_);
   if (earliest_due_.load(std::memory_order_relaxed) >= before_us) return false;
   for (size_t i = 0; i < requeued_.size(); ++i) {
     if (requeued_[i].due_us >= before_us) continue;
+    if (!(requeued_[i].run.sync_only ? sync_stuck : async_stuck)) continue;
     *out = requeued_[i].run;
     requeued_[i] = requeued_.back();
     requeued_.pop_back();

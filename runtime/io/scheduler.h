@@ -94,9 +94,10 @@ class IoScheduler {
   // Puts back a claimed run (a retry, or one an asynchronous channel cannot read), due at
   // `due_us`. Capacity is reserved for every cb, so this never allocates.
   void Requeue(const Run& run, uint64_t due_us);
-  // Takes a requeued run that was due before `before_us` and that nobody took (every channel
-  // that could read it is stuck): the watchdog counts it as one more timeout.
-  bool TakeOverdue(uint64_t before_us, Run* out);
+  // Takes a requeued run that was due before `before_us` and that nobody took, of the kinds
+  // whose channels are all stuck (sync_only runs when `sync_stuck`, the others when
+  // `async_stuck`): the watchdog counts it as one more timeout.
+  bool TakeOverdue(uint64_t before_us, bool sync_stuck, bool async_stuck, Run* out);
   // The earliest due time of a requeued run, or UINT64_MAX.
   uint64_t earliest_due_us() const;
   // Removes every queued fill of `q`, appending (block, cb) pairs to `dropped`.
