@@ -94,10 +94,12 @@ using faultinject::FsFault;
 using faultinject::FsOp;
 using faultinject::Op;
 
-constexpr size_t kBs = 4096;          // block = page: one fault per block
+// Block size of the current case: 4 KiB (one page) or 8 KiB (two pages: a block's pages are
+// filled, protected and captured together). Set by RunProperty before the Sut exists.
+size_t g_bs = 4096;
 constexpr uint64_t kBlocks = 32;      // file size in blocks
 constexpr uint64_t kHot = 16;         // Write targets [0, kHot); EvictPressure reads the rest
-constexpr size_t kCacheBytes = 12 * kBs;  // 8 cache blocks + 4 shadows: the minimum
+size_t CacheBytes() { return 12 * g_bs; }  // 8 cache blocks + 4 shadows: the minimum
 constexpr size_t kMaxIndeterminate = 12;  // subsets enumerated by the atomic check
 
 // Sets the default case count before rapidcheck reads RC_PARAMS (it does so on first use,
@@ -124,13 +126,13 @@ T Pick(T lo, T hi) {
 // rest is a stream seeded by both, so a torn block (prefix of one version, rest of another)
 // decodes to nothing.
 std::string Image(uint64_t block, uint64_t version) {
-  std::string s(kBs, '\0');
+  std::string s(g_bs, '\0');
   std::memcpy(s.data(), "UMPV", 4);
   const uint32_t b32 = static_cast<uint32_t>(block);
   std::memcpy(s.data() + 4, &b32, 4);
   std::memcpy(s.data() + 8, &version, 8);
   uint64_t x = (version + 1) * 0x9E3779B97F4A7C15ull ^ (block + 7) * 0xC2B2AE3D27D4EB4Full;
-  for (size_t i = 16; i < kBs; i += 8) {
+  for (size_t i = 16; i < g_bs; i += 8) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
@@ -141,7 +143,7 @@ std::string Image(uint64_t block, uint64_t version) {
 
 // The version held by `data` (a block's bytes), or nullopt when torn or foreign.
 std::optional<uint64_t> VersionOf(uint64_t block, absl::string_view data) {
-  if (data.size() != kBs || data.substr(0, 4) != "UMPV") return std::nullopt;
+  if (data.size() != g_bs || data.substr(0, 4) != "UMPV") return std::nullopt;
   uint32_t b32;
   uint64_t version;
   std::memcpy(&b32, data.data() + 4, 4);
@@ -162,8 +164,8 @@ using Versions = std::vector<std::optional<uint64_t>>;  // per block; nullopt = 
 
 Versions Decode(const std::string& bytes) {
   Versions v(kBlocks);
-  for (uint64_t b = 0; b < kBlocks && (b + 1) * kBs <= bytes.size(); ++b) {
-    v[b] = VersionOf(b, absl::string_view(bytes).substr(b * kBs, kBs));
+  for (uint64_t b = 0; b < kBlocks && (b + 1) * g_bs <= bytes.size(); ++b) {
+    v[b] = VersionOf(b, absl::string_view(bytes).substr(b * g_bs, g_bs));
   }
   return v;
 }
@@ -374,7 +376,7 @@ class Sut {
   void Write(uint64_t b) {
     const uint64_t v = oracle_.next_version++;
     const std::string img = Image(b, v);
-    const int sig = GuardedCopy(p_ + b * kBs, img.data(), kBs);
+    const int sig = GuardedCopy(p_ + b * g_bs, img.data(), g_bs);
     if (sig != 0) RC_FAIL("signal " + std::to_string(sig) + " writing block " + std::to_string(b));
     oracle_.mem[b] = v;
     oracle_.written[b].push_back(v);
@@ -383,8 +385,8 @@ class Sut {
   // The application reads back what it wrote last, wherever the block is (cache, shadow,
   // staged in the journal, committed but not applied, file).
   void Read(uint64_t b) {
-    std::string got(kBs, '\0');
-    const int sig = GuardedCopy(got.data(), p_ + b * kBs, kBs);
+    std::string got(g_bs, '\0');
+    const int sig = GuardedCopy(got.data(), p_ + b * g_bs, g_bs);
     if (sig != 0) RC_FAIL("signal " + std::to_string(sig) + " reading block " + std::to_string(b));
     const std::optional<uint64_t> v = VersionOf(b, got);
     if (!(v && *v == oracle_.mem[b])) {
@@ -399,7 +401,7 @@ class Sut {
     a.first = first;
     a.end = end;
     a.snapshot.assign(oracle_.mem.begin() + first, oracle_.mem.begin() + end);
-    absl::Status s = rt_->Sync(p_ + first * kBs, (end - first) * kBs);
+    absl::Status s = rt_->Sync(p_ + first * g_bs, (end - first) * g_bs);
     a.acked = s.ok();
     if (!s.ok() && !in_crash_) {
       // Only an injected fault may make a umsync fail.
@@ -429,7 +431,7 @@ class Sut {
   void EvictPressure() {
     char c;
     for (uint64_t b = kHot; b < kBlocks; ++b) {
-      const int sig = GuardedCopy(&c, p_ + b * kBs, 1);
+      const int sig = GuardedCopy(&c, p_ + b * g_bs, 1);
       if (sig != 0) RC_FAIL("signal " + std::to_string(sig) + " reading block " + std::to_string(b));
     }
     // Let the write-back thread drain the shadows (deterministic enough to shrink); a failing
@@ -498,7 +500,7 @@ class Sut {
     fs_->ClearAll();
     injected_since_heal_ = 0;
     for (int i = 0; i < 40; ++i) {
-      absl::Status s = rt_->Sync(p_, kBlocks * kBs);
+      absl::Status s = rt_->Sync(p_, kBlocks * g_bs);
       Attempt a;
       a.first = 0;
       a.end = kBlocks;
@@ -523,7 +525,7 @@ class Sut {
     a.first = 0;
     a.end = kBlocks;
     a.snapshot = oracle_.mem;
-    absl::Status s = rt_->Unmap(p_, kBlocks * kBs);
+    absl::Status s = rt_->Unmap(p_, kBlocks * g_bs);
     a.acked = s.ok();
     oracle_.attempts.push_back(a);
     if (!s.ok()) {
@@ -536,14 +538,14 @@ class Sut {
     fd_ = ::open(data_.c_str(), O_RDWR);
     RC_ASSERT(fd_ >= 0);
     absl::StatusOr<void*> p =
-        rt_->Map(nullptr, kBlocks * kBs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+        rt_->Map(nullptr, kBlocks * g_bs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (!p.ok()) {
       // Registering the mapping writes the journal: an injected fault may fail it. Heal.
       RC_ASSERT(injected_since_heal_ > 0);
       env_->ClearAll();
       fs_->ClearAll();
       injected_since_heal_ = 0;
-      p = rt_->Map(nullptr, kBlocks * kBs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      p = rt_->Map(nullptr, kBlocks * g_bs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
       if (!p.ok()) RC_FAIL("umap again after healing: " + p.status().ToString());
     }
     p_ = static_cast<char*>(*p);
@@ -655,7 +657,7 @@ class Sut {
   // End of a sequence: heal, unmap (must succeed), destroy; the file equals what the app saw.
   void Finish() {
     Heal();
-    RC_ASSERT(rt_->Unmap(p_, kBlocks * kBs).ok());
+    RC_ASSERT(rt_->Unmap(p_, kBlocks * g_bs).ok());
     rt_.reset();
     const Versions f = Decode(ReadFile(data_));
     for (uint64_t b = 0; b < kBlocks; ++b) RC_ASSERT(f[b] && *f[b] == oracle_.mem[b]);
@@ -697,8 +699,8 @@ class Sut {
 
   void Start() {
     RuntimeOptions o;
-    o.cache_bytes = kCacheBytes;
-    o.block_size = kBs;
+    o.cache_bytes = CacheBytes();
+    o.block_size = g_bs;
     o.handler_threads = 1;
     o.writeback_threads = 1;
     o.journal_dir = jdir_;
@@ -711,7 +713,7 @@ class Sut {
     fd_ = ::open(data_.c_str(), O_RDWR);
     RC_ASSERT(fd_ >= 0);
     absl::StatusOr<void*> p =
-        rt_->Map(nullptr, kBlocks * kBs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+        rt_->Map(nullptr, kBlocks * g_bs, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (!p.ok()) RC_FAIL("map after restart: " + p.status().ToString());
     p_ = static_cast<char*>(*p);
   }
@@ -927,7 +929,8 @@ struct CrashCmd : Cmd {
 // interesting paths were taken, with numbers for docs/testing.md.
 struct Totals {
   uint64_t cases = 0, commands = 0, crashes = 0, sync_crashes = 0, recovery_crashes = 0,
-           recovery_io_errors = 0, faults_fired = 0, indeterminate = 0, remaps = 0;
+           recovery_io_errors = 0, faults_fired = 0, indeterminate = 0, remaps = 0,
+           two_page_blocks = 0;
 };
 Totals g_totals[2];  // by policy
 
@@ -938,7 +941,8 @@ class PrintTotals : public ::testing::Environment {
       const Totals& t = g_totals[p];
       if (t.cases == 0) continue;
       std::cout << "durability property, " << (p == UMAP_POLICY_ATOMIC ? "atomic" : "relaxed")
-                << ": " << t.cases << " cases, " << t.commands << " commands, " << t.crashes
+                << ": " << t.cases << " cases (" << t.two_page_blocks << " with 8 KiB blocks), "
+                << t.commands << " commands, " << t.crashes
                 << " crashes (" << t.sync_crashes << " inside a umsync, " << t.recovery_crashes
                 << " inside recovery), " << t.recovery_io_errors << " recovery I/O errors, "
                 << t.faults_fired << " injected faults fired, " << t.indeterminate
@@ -952,6 +956,7 @@ const bool kPrintTotals = [] {
 }();
 
 void RunProperty(umap_policy policy) {
+  g_bs = Pick(0, 2) == 0 ? 4096 : 8192;  // shrinks to one page per block
   Sut sut(policy);
   // 1 to 11..31 commands a case: rapidcheck draws the count uniformly in [1, size + 1], and
   // its size (0..100 over the run) is mapped to 10..30 here.
@@ -966,6 +971,7 @@ void RunProperty(umap_policy policy) {
   });
   Totals& t = g_totals[policy];
   ++t.cases;
+  t.two_page_blocks += g_bs > 4096;
   t.commands += commands.size();
   rc::state::runAll(commands, Model{}, sut);
   const size_t indeterminate = sut.oracle().indeterminate();
