@@ -66,6 +66,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -227,6 +228,8 @@ struct Oracle {
   std::vector<std::vector<uint64_t>> written =
       std::vector<std::vector<uint64_t>>(kBlocks);  // versions written since base (ascending)
   std::vector<Attempt> attempts;                    // umsyncs since base, in issue order
+  std::vector<std::set<uint64_t>> captured =
+      std::vector<std::set<uint64_t>>(kBlocks);  // versions any attempt since base captured
   uint64_t next_version = 1;
 
   size_t indeterminate() const {
@@ -244,11 +247,25 @@ struct Oracle {
 
   // Atomic, between commands: a version some attempt captured (or the base).
   bool AtomicMayShow(uint64_t b, uint64_t v) const {
-    if (v == base[b]) return true;
-    for (const Attempt& a : attempts) {
-      if (b >= a.first && b < a.end && a.snapshot[b - a.first] == v) return true;
+    return v == base[b] || captured[b].contains(v);
+  }
+
+  // Records an attempt. Attempts that cannot change any outcome are dropped, which keeps
+  // the subsets AtomicMismatch enumerates few: an indeterminate attempt right before an
+  // identical indeterminate one (applying a snapshot twice = once), and an indeterminate
+  // attempt right before an acknowledged one whose range covers it (its blocks are
+  // overwritten whether or not it is present).
+  void Push(const Attempt& a) {
+    for (uint64_t b = a.first; b < a.end; ++b) captured[b].insert(a.snapshot[b - a.first]);
+    if (!a.acked && !attempts.empty() && !attempts.back().acked) {
+      const Attempt& prev = attempts.back();
+      if (prev.first == a.first && prev.end == a.end && prev.snapshot == a.snapshot) return;
     }
-    return false;
+    while (a.acked && !attempts.empty() && !attempts.back().acked &&
+           a.first <= attempts.back().first && attempts.back().end <= a.end) {
+      attempts.pop_back();
+    }
+    attempts.push_back(a);
   }
 
   // Atomic, after recovery: base + acknowledged + a subset of the indeterminate attempts,
@@ -290,6 +307,7 @@ struct Oracle {
     for (uint64_t b = 0; b < kBlocks; ++b) {
       mem[b] = base[b] = floor[b] = *got[b];
       written[b].clear();
+      captured[b].clear();
     }
     attempts.clear();
   }
@@ -407,7 +425,7 @@ class Sut {
       // Only an injected fault may make a umsync fail.
       RC_ASSERT(injected_since_heal_ > 0);
     }
-    oracle_.attempts.push_back(a);
+    oracle_.Push(a);
     indeterminate_total_ += !a.acked;
     if (a.acked) {
       if (oracle_.policy == UMAP_POLICY_RELAXED) {
@@ -506,7 +524,7 @@ class Sut {
       a.end = kBlocks;
       a.snapshot = oracle_.mem;
       a.acked = s.ok();
-      oracle_.attempts.push_back(a);
+      oracle_.Push(a);
       if (s.ok()) {
         if (oracle_.policy == UMAP_POLICY_RELAXED) oracle_.floor = oracle_.mem;
         const Versions f = Decode(ReadFile(data_));
@@ -527,7 +545,7 @@ class Sut {
     a.snapshot = oracle_.mem;
     absl::Status s = rt_->Unmap(p_, kBlocks * g_bs);
     a.acked = s.ok();
-    oracle_.attempts.push_back(a);
+    oracle_.Push(a);
     if (!s.ok()) {
       RC_ASSERT(injected_since_heal_ > 0);
       return;  // still mapped, nothing lost
