@@ -7,16 +7,20 @@
 // of commands:
 //
 //   Write(block)        a new version of a whole block, through the mapped pointer
+//   Read(block)         the mapping returns the version last written
 //   Umsync(range|all)   result recorded: OK = acknowledged, error = indeterminate
 //   EvictPressure       reads the cold half of the file: dirty hot blocks are evicted
 //                       (atomic: staged in the journal; relaxed: committed on their own)
 //   Inject(fault, n)    the next n data-file writes/fdatasyncs (EIO, ENOSPC, torn,
-//                       fsync-loses-data) or WAL appends/syncs (IOError, NoSpace) fail
+//                       fsync-loses-data), WAL appends/syncs (IOError, NoSpace) or journal
+//                       file creations fail
 //   Heal                clears every fault; a whole umsync must then succeed (liveness)
+//   Unmap+Map           uunmap (a whole umsync) and umap again in the same runtime
 //   Crash(kind, ...)    kill or power cut (drop all / tear / tear+garble unsynced data),
 //                       between commands or inside a umsync at a crash point; optionally
-//                       also a crash inside recovery; then recovery, invariant checks,
-//                       optionally a second recovery (byte-identical), and a new runtime.
+//                       also a crash or an I/O error inside recovery; then recovery,
+//                       invariant checks, optionally a second recovery, and a new runtime.
+// Each case uses 4 KiB blocks (one page) or 8 KiB blocks (two pages).
 //
 // A crash "kills" the runtime in process: FaultEnv and FaultFs are frozen (every later call
 // fails), then the Runtime is destroyed. Its destructor still tries a final write-back of
@@ -35,8 +39,8 @@
 //     never unsynced or merely staged data);
 //   - relaxed: every block holds its floor (last acknowledged or last recovered version) or
 //     a later version written to it (durability, monotonicity, never resurrected);
-//   - recovery reports success; a second run (RecoverTwice) writes nothing and leaves the
-//     file bytes and the journal's logical state identical.
+//   - recovery reports success; a second run (RecoverTwice) has nothing to do and leaves the
+//     file bytes and every journal key and value identical.
 // Between commands: after an acknowledged umsync the file holds its snapshot; atomic: the
 // file never shows a version that no umsync attempt captured; relaxed: no block below its
 // floor. An error from umsync with no fault injected since the last Heal/crash is a failure.
@@ -52,7 +56,6 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
-#include <iostream>
 #include <rapidcheck/state.h>
 
 #include <algorithm>
@@ -63,6 +66,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
