@@ -518,6 +518,35 @@ class Sut {
     RC_ASSERT(s.ok());
   }
 
+  // A seeded fault rate until the next Heal or crash (TigerBeetle style): 1 call in n of the
+  // operation fails, drawn from `seed`.
+  enum class Rate { kDataWrite, kDataSync, kWalAppend, kWalSync };
+  static constexpr int kNumRate = 4;
+  static const char* RateName(Rate r) {
+    static const char* kNames[] = {"data write EIO", "data fdatasync EIO", "WAL append IOError",
+                                   "WAL sync IOError"};
+    return kNames[static_cast<int>(r)];
+  }
+  void ArmRate(Rate what, uint32_t n, uint64_t seed) {
+    ++injected_since_heal_;
+    absl::Status s;
+    switch (what) {
+      case Rate::kDataWrite:
+        s = env_->FailOneIn(Op::kWrite, n, seed, Fault::Error(EIO).OnlyFor("data.bin"));
+        break;
+      case Rate::kDataSync:
+        s = env_->FailOneIn(Op::kSync, n, seed, Fault::Error(EIO).OnlyFor("data.bin"));
+        break;
+      case Rate::kWalAppend:
+        s = fs_->FailOneIn(FsOp::kAppend, n, seed, FsFault::IOError().OnlyFor(FileClass::kWal));
+        break;
+      case Rate::kWalSync:
+        s = fs_->FailOneIn(FsOp::kSync, n, seed, FsFault::IOError().OnlyFor(FileClass::kWal));
+        break;
+    }
+    RC_ASSERT(s.ok());
+  }
+
   // Liveness: with every fault cleared, a whole umsync succeeds within a bound (the relaxed
   // write-back thread retries failed evictions every 100 ms).
   void Heal() {
@@ -891,6 +920,19 @@ struct InjectCmd : Cmd {
   }
 };
 
+struct InjectRateCmd : Cmd {
+  Sut::Rate what = static_cast<Sut::Rate>(Pick(0, Sut::kNumRate));
+  uint32_t n = Pick<uint32_t>(2, 8);
+  uint64_t seed = Pick<uint64_t>(1, 1u << 30);
+  void run(const Model&, Sut& s) const override {
+    s.ArmRate(what, n, seed);
+    s.CheckFileNow();
+  }
+  void show(std::ostream& os) const override {
+    os << "InjectRate(" << Sut::RateName(what) << " 1 in " << n << ", seed " << seed << ")";
+  }
+};
+
 struct HealCmd : Cmd {
   void run(const Model&, Sut& s) const override {
     s.Heal();
@@ -989,7 +1031,8 @@ void RunProperty(umap_policy policy) {
             Model{}, rc::state::gen::execOneOfWithArgs<
                          WriteCmd, WriteCmd, WriteCmd, WriteCmd, ReadCmd, ReadCmd, UmsyncCmd,
                          UmsyncCmd, UmsyncCmd, EvictPressureCmd, EvictPressureCmd, InjectCmd,
-                         InjectCmd, InjectCmd, HealCmd, RemapCmd, CrashCmd, CrashCmd>()));
+                         InjectCmd, InjectCmd, InjectRateCmd, HealCmd, RemapCmd, CrashCmd,
+                         CrashCmd>()));
   });
   Totals& t = g_totals[policy];
   ++t.cases;
