@@ -232,6 +232,10 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   std::array<std::atomic<uint64_t>, kNumFsOps> fired_{};
   std::atomic<uint64_t> refused_{0};
   std::atomic<bool> frozen_{false};
+  // Held shared by every call that writes through to the base FileSystem, from its frozen
+  // check to its end; SimulatePowerCut takes it exclusively, so that it returns only when
+  // no such call is in flight.
+  mutable absl::Mutex freeze_mu_;
 
   mutable absl::Mutex mu_;
   std::array<std::optional<Rule>, kNumFsOps> rules_ ABSL_GUARDED_BY(mu_);
