@@ -121,6 +121,9 @@ void EnableCounting(bool on);
 
 // The name currently armed, or empty.
 std::string ArmedName();
+// True while a point is armed or hits are counted: code whose crash-point semantics depend
+// on doing steps one at a time (concurrent applies) does them one at a time then.
+inline bool Active() { return internal::g_active.load(std::memory_order_relaxed); }
 // Hits of `name` counted so far (0 for unknown names; only counted while active).
 uint64_t HitCount(absl::string_view name);
 // (name, hits) for every registered name, in kNames order.

@@ -77,6 +77,16 @@ class PosixFile final : public File {
   int fd() const override { return fd_; }
   const std::string& name() const override { return name_; }
 
+  absl::StatusOr<std::unique_ptr<File>> OpenDirectReader() override {
+    // Through /proc/self/fd, so the same file is opened even if its path was renamed or
+    // unlinked since; the new descriptor has its own O_DIRECT status flag.
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd_);
+    int fd = ::open(link, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) return PosixError(errno, absl::StrCat("open O_DIRECT ", name_));
+    return std::unique_ptr<File>(new PosixFile(fd, name_));
+  }
+
   static std::string FdPath(int fd) {
     char link[64];
     char buf[PATH_MAX];

@@ -78,6 +78,20 @@ double GetFileCached(const RunResult& r) { return static_cast<double>(r.file_cac
 double GetRss(const RunResult& r) { return static_cast<double>(r.peak_rss); }
 double GetCgroup(const RunResult& r) { return static_cast<double>(r.cgroup_peak); }
 double GetWall(const RunResult& r) { return r.wall_s; }
+// Mean size of umap's merged reads (KiB), and reads per op: what merging and read-ahead did.
+double GetReadKib(const RunResult& r) {
+  return r.umap_io_reads ? static_cast<double>(r.umap_io_bytes) / 1024.0 /
+                               static_cast<double>(r.umap_io_reads)
+                         : 0;
+}
+double GetReadsPerOp(const RunResult& r) {
+  return r.ops ? static_cast<double>(r.umap_io_reads) / static_cast<double>(r.ops) : 0;
+}
+double GetWriteKib(const RunResult& r) {
+  return r.umap_io_writes ? static_cast<double>(r.umap_io_write_bytes) / 1024.0 /
+                                static_cast<double>(r.umap_io_writes)
+                          : 0;
+}
 double GetFaultsPerOp(const RunResult& r) {
   return r.ops ? static_cast<double>(r.faults) / static_cast<double>(r.ops) : 0;
 }
@@ -180,6 +194,12 @@ std::string Report::Text() const {
       for (Backend b : backends_) mh.push_back(absl::StrCat("wall s ", BackendName(b)));
     }
     for (Backend b : backends_) mh.push_back(absl::StrCat("faults/op ", BackendName(b)));
+    const bool io = Has(pw, Backend::kUmap);
+    if (io) {
+      mh.push_back("umap KiB/read");
+      mh.push_back("umap reads/op");
+      mh.push_back("umap KiB/write");
+    }
     m.push_back(mh);
     for (unsigned th : Threads(pw)) {
       std::vector<std::string> row = {absl::StrCat(th)};
@@ -198,6 +218,12 @@ std::string Report::Text() const {
       for (Backend b : backends_) {
         Spread s = Metric(pw, b, th, GetFaultsPerOp);
         row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
+      }
+      if (io) {
+        for (auto get : {GetReadKib, GetReadsPerOp, GetWriteKib}) {
+          Spread s = Metric(pw, Backend::kUmap, th, get);
+          row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
+        }
       }
       m.push_back(row);
     }
@@ -230,6 +256,7 @@ std::string Report::Markdown(const std::string& label) const {
     for (Backend b : backends_) h.push_back(absl::StrCat(BackendName(b), " ops/s (min–max)"));
     if (Has(pw, Backend::kUmap)) h.push_back("umap cache peak");
     for (Backend b : backends_) h.push_back(absl::StrCat("page cache ", BackendName(b)));
+    if (Has(pw, Backend::kUmap)) h.push_back("umap KiB/read");
     t.push_back(h);
     for (unsigned th : Threads(pw)) {
       std::vector<std::string> row = {absl::StrCat(th)};
@@ -240,6 +267,10 @@ std::string Report::Markdown(const std::string& label) const {
         row.push_back(BytesMedian(Metric(pw, Backend::kUmap, th, GetCachePeak)));
       }
       for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
+      if (Has(pw, Backend::kUmap)) {
+        Spread s = Metric(pw, Backend::kUmap, th, GetReadKib);
+        row.push_back(s.n ? absl::StrFormat("%.1f", s.median) : "-");
+      }
       t.push_back(row);
     }
     out += RenderMarkdown(t);

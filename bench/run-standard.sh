@@ -1,9 +1,12 @@
 #!/bin/bash
-# The standard benchmark matrix (docs/benchmarks.md), about 10 minutes on a 2-vCPU VM:
-#   1. local disk: 4 KiB random read and random write, 1/2/4/8 threads, umap vs mmap vs
-#      pread, file 4x umap's cache, 3 repeats;
-#   2. a one-brick GlusterFS volume (faultinject/gluster/gluster-testbed): the same, smaller,
-#      plus random read with locality L=0.8 (skipped, with the reason, only if GlusterFS
+# The standard benchmark matrix (docs/benchmarks.md), within 15 minutes on a 2-vCPU VM:
+#   1. local disk: 4 KiB random read and random write, 1/2/4/8/16 threads, umap vs mmap vs
+#      pread, file 4x umap's cache, 3 repeats; the locality sweep L = 0..1 (mean merged read
+#      size); and the GlusterFS shape (64 MiB file, 16 MiB cache) as the local reference;
+#   2. a one-brick GlusterFS volume (faultinject/gluster/gluster-testbed): random read,
+#      random write with a umsync/msync every 100 ops, random read with locality L=0.8,
+#      1/4/8/16 threads; the locality sweep at 8 threads; random read in a cgroup of half
+#      the file; a sequential scan of a 256 MiB file under a cgroup limit of 1/4 of it (skipped, with the reason, only if GlusterFS
 #      cannot start here).
 # Writes bench/results/<date>/: results.jsonl (one JSON object per run), summary.md (machine,
 # commands, ratio tables with min-max), *.png (throughput vs threads per backend), *.log.
@@ -84,8 +87,18 @@ run() {  # run LABEL LOG ARGS...: one umap-bench invocation, logged, commands re
 : >"$OUT/commands.md"
 : >"$OUT/tables.md"
 run local local.log --file "$LOCAL_DIR/bench.dat" --file-size 256M --cache 64M \
-  --backends umap,mmap,pread --pattern random --access read,write --threads 1,2,4,8 \
+  --backends umap,mmap,pread --pattern random --access read,write --threads 1,2,4,8,16 \
   --ops "$LOCAL_OPS" --repeats "$REPEATS" --stall-seconds 60
+run local local-locality.log --file "$LOCAL_DIR/bench.dat" --file-size 256M --cache 64M \
+  --backends umap,mmap --pattern random --access read --locality 0,0.25,0.5,0.75,0.9,1 \
+  --threads 4 --ops 3000 --repeats "$REPEATS" --stall-seconds 60
+# The paper's reference: mmap on the local disk, in the GlusterFS part's shape.
+run local-ref local-ref.log --file "$LOCAL_DIR/ref.dat" --file-size 64M --cache 16M \
+  --backends umap,mmap --pattern random --access read --threads 1,4,8,16 \
+  --ops "$GL_OPS" --repeats "$REPEATS" --stall-seconds 60
+run local-ref local-ref-write.log --file "$LOCAL_DIR/ref.dat" --file-size 64M --cache 16M \
+  --backends umap,mmap --pattern random --access write --sync-every 100 --threads 1,4,8,16 \
+  --ops "$GL_OPS" --repeats "$REPEATS" --stall-seconds 60
 
 # --- 2. GlusterFS ----------------------------------------------------------------------
 gl_reason=""
@@ -108,11 +121,25 @@ fi
 if [ $gl_up = 1 ]; then
   # --drop-caches: the brick's page cache is this machine's too; drop it before every run.
   run gluster gluster.log --file "$GL_MNT/bench.dat" --file-size 64M --cache 16M \
-    --backends umap,mmap,pread --pattern random --access read,write --threads 1,2,4,8 \
+    --backends umap,mmap,pread --pattern random --access read --threads 1,4,8,16 \
     --ops "$GL_OPS" --repeats "$REPEATS" --drop-caches --stall-seconds 60
+  run gluster gluster-write.log --file "$GL_MNT/bench.dat" --file-size 64M --cache 16M \
+    --backends umap,mmap,pread --pattern random --access write --sync-every 100 \
+    --threads 1,4,8,16 --ops "$GL_OPS" --repeats "$REPEATS" --drop-caches --stall-seconds 60
   run gluster gluster-locality.log --file "$GL_MNT/bench.dat" --file-size 64M --cache 16M \
     --backends umap,mmap,pread --pattern random --access read --locality 0.8 \
-    --threads 1,2,4,8 --ops "$GL_OPS" --repeats "$REPEATS" --drop-caches --stall-seconds 60
+    --threads 1,4,8,16 --ops "$GL_OPS" --repeats "$REPEATS" --drop-caches --stall-seconds 60
+  run gluster gluster-sweep.log --file "$GL_MNT/bench.dat" --file-size 64M --cache 16M \
+    --backends umap,mmap --pattern random --access read --locality 0,0.5,0.8,0.95,1 \
+    --threads 8 --ops 1000 --repeats "$REPEATS" --drop-caches --stall-seconds 60
+  # Random reads with every backend in a cgroup of half the file (umap's cache: 16 MiB).
+  run gluster-memlimit gluster-memlimit.log --file "$GL_MNT/bench.dat" --file-size 64M \
+    --cache 16M --memory-limit 32M --backends umap,mmap,pread --pattern random --access read \
+    --threads 1,4,8,16 --ops "$GL_OPS" --repeats "$REPEATS" --drop-caches --stall-seconds 60
+  # A scan of a whole 256 MiB file (65536 ops of 4 KiB) with the memory limit at 1/4 of it.
+  run gluster-memlimit gluster-scan.log --file "$GL_MNT/scan.dat" --file-size 256M --cache 32M \
+    --memory-limit 64M --backends umap,mmap --pattern sequential --access read --threads 1 \
+    --ops 65536 --repeats "$REPEATS" --drop-caches --stall-seconds 60
 else
   echo "run-standard: SKIPPING the GlusterFS part: $gl_reason" | tee -a "$OUT/problems.txt"
 fi

@@ -147,6 +147,11 @@ RunResult ResultFromJson(const std::string& line) {
   r.mb_per_s = d("mb_per_s");
   r.faults = u("faults");
   r.umap_cache_peak = u("umap_cache_peak");
+  r.umap_io_reads = u("umap_io_reads");
+  r.umap_io_bytes = u("umap_io_bytes");
+  r.umap_io_writes = u("umap_io_writes");
+  r.umap_io_write_bytes = u("umap_io_write_bytes");
+  r.umap_prefetched = u("umap_prefetched");
   r.file_cached_bytes = u("file_cached_bytes");
   r.peak_rss = u("peak_rss");
   r.cgroup_peak = u("cgroup_peak");

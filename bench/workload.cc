@@ -1017,6 +1017,11 @@ absl::StatusOr<RunResult> RunOnce(const BenchFile& file, const Workload& w,
     r.umap_dirty_evictions = st.dirty_evictions;
     r.umap_io_errors = st.io_errors;
     r.umap_sigbus = st.sigbus_raised;
+    r.umap_io_reads = st.io_reads;
+    r.umap_io_bytes = st.io_bytes;
+    r.umap_io_writes = st.io_writes;
+    r.umap_io_write_bytes = st.io_write_bytes;
+    r.umap_prefetched = st.prefetched_blocks;
   }
   auto cached = file.CachedBytes();
   if (cached.ok()) r.file_cached_bytes = *cached;
@@ -1107,6 +1112,11 @@ std::string ToJson(const RunResult& r, const Workload& w, const BackendConfig& b
   u64("umap_dirty_evictions", r.umap_dirty_evictions);
   u64("umap_io_errors", r.umap_io_errors);
   u64("umap_sigbus", r.umap_sigbus);
+  u64("umap_io_reads", r.umap_io_reads);
+  u64("umap_io_bytes", r.umap_io_bytes);
+  u64("umap_io_writes", r.umap_io_writes);
+  u64("umap_io_write_bytes", r.umap_io_write_bytes);
+  u64("umap_prefetched", r.umap_prefetched);
   u64("file_cached_bytes", r.file_cached_bytes);
   u64("peak_rss", r.peak_rss);
   u64("cgroup_peak", r.cgroup_peak);

@@ -159,6 +159,9 @@ struct RunResult {
   uint64_t umap_cache_used = 0, umap_cache_peak = 0, umap_cache_limit = 0;
   uint64_t umap_blocks_read = 0, umap_blocks_written = 0, umap_evictions = 0,
            umap_dirty_evictions = 0, umap_io_errors = 0, umap_sigbus = 0;
+  // umap I/O channels: merged reads and writes, their bytes, read-ahead blocks
+  uint64_t umap_io_reads = 0, umap_io_bytes = 0, umap_io_writes = 0, umap_io_write_bytes = 0,
+           umap_prefetched = 0;
   uint64_t file_cached_bytes = 0;  // page cache of the file after the run (mincore)
   uint64_t peak_rss = 0;           // VmHWM of the run (reset before it)
   uint64_t cgroup_peak = 0;        // memory.max_usage_in_bytes of the run (cgroup mode)

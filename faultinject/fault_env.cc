@@ -235,7 +235,9 @@ class FaultFile final : public File {
     if (env_->IsStale(generation_)) return env_->PowerCutError(What("identify"));
     return target_->Identify();
   }
-  int fd() const override { return target_->fd(); }
+  // No descriptor: the runtime would submit io_uring reads to it directly and bypass every
+  // fault armed here. Without one, its I/O channels read through ReadAt (this wrapper).
+  int fd() const override { return -1; }
   const std::string& name() const override { return target_->name(); }
 
  private:

@@ -9,7 +9,13 @@
 //
 // Layout of an entry (bit 63 first):
 //   63 lock | 62 present | 61 dirty | 60 shadow pending | 59 poisoned | 58 staged |
-//   57 syncing | 56..32 shadow index + 1 (0 = none) | 31..0 cache block index
+//   57 syncing | 56 fill queued | 55 queued fill wanted by a write | 53..32 shadow index + 1
+//   (0 = none) | 31..0 cache block index
+//
+// A queued fill (kFilling) owns the cache block in the cb field: the block is neither
+// present nor evictable, a second fault on it is dropped (the fill wakes every waiter), and
+// the I/O manager's scheduler finds adjacent queued blocks through these bits (the PIAO
+// order is the table itself: neighbours are one index away).
 #ifndef UMAP_RUNTIME_CACHE_ENTRY_TABLE_H_
 #define UMAP_RUNTIME_CACHE_ENTRY_TABLE_H_
 
@@ -30,7 +36,9 @@ class CacheEntryTable {
   // The block's captured version belongs to a umsync in progress: a dirty eviction must not
   // start a second write of it until that umsync has written it (one apply in flight).
   static constexpr uint64_t kSyncing = 1ull << 57;
-  static constexpr uint64_t kShadowMask = ((1ull << 25) - 1) << 32;
+  static constexpr uint64_t kFilling = 1ull << 56;
+  static constexpr uint64_t kFillWrite = 1ull << 55;
+  static constexpr uint64_t kShadowMask = ((1ull << 22) - 1) << 32;
   static constexpr uint64_t kCbMask = 0xffffffffull;
 
   // A decoded view of an entry value.
@@ -43,6 +51,8 @@ class CacheEntryTable {
     bool poisoned() const { return v & kPoisoned; }
     bool staged() const { return v & kStaged; }
     bool syncing() const { return v & kSyncing; }
+    bool filling() const { return v & kFilling; }
+    bool fill_write() const { return v & kFillWrite; }
     uint32_t cb() const { return static_cast<uint32_t>(v & kCbMask); }
     // Shadow slot, valid when shadow().
     uint32_t shadow_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }
@@ -91,6 +101,20 @@ class CacheEntryTable {
       if (e.compare_exchange_weak(v, v | kLock, std::memory_order_acquire,
                                   std::memory_order_relaxed)) {
         *out = Entry{v};
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Sets `bits` if the entry is unlocked and has all of `if_set`; false otherwise. Used to
+  // note a write fault on a queued fill without waiting for the fill's lock.
+  bool TryOr(uint64_t block, uint64_t if_set, uint64_t bits) {
+    std::atomic<uint64_t>& e = entries_[block];
+    uint64_t v = e.load(std::memory_order_relaxed);
+    while (!(v & kLock) && (v & if_set) == if_set) {
+      if (e.compare_exchange_weak(v, v | bits, std::memory_order_acq_rel,
+                                  std::memory_order_relaxed)) {
         return true;
       }
     }

@@ -48,6 +48,14 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.policy = c.policy;
   o.journal_mode = c.journal_mode;
   if (c.journal_staged_quota != 0) o.journal_staged_quota = c.journal_staged_quota;
+  o.io_engine = c.io_engine;
+  o.io_channels = c.io_channels;
+  o.io_depth = c.io_depth;
+  o.io_max_bytes = c.io_max_bytes;
+  o.io_timeout_ms = c.io_timeout_ms;
+  o.io_retries = c.io_retries;
+  o.io_direct = c.io_direct != 0;
+  o.prefetch_bytes = c.prefetch_bytes;
   return o;
 }
 
@@ -93,6 +101,15 @@ extern "C" int umap_config_init(umap_config* c) {
   c->policy = UMAP_POLICY_ATOMIC;
   c->journal_mode = UMAP_JOURNAL_DATA;
   c->journal_staged_quota = size_t{1} << 30;
+  const umap::runtime::RuntimeOptions d;
+  c->io_engine = d.io_engine;
+  c->io_channels = d.io_channels;
+  c->io_depth = d.io_depth;
+  c->io_max_bytes = d.io_max_bytes;
+  c->io_timeout_ms = d.io_timeout_ms;
+  c->io_retries = d.io_retries;
+  c->io_direct = d.io_direct ? 1 : 0;
+  c->prefetch_bytes = d.prefetch_bytes;
 
   bool ok = true;
   auto bytes = [&](const char* name, size_t* field) {
@@ -116,6 +133,23 @@ extern "C" int umap_config_init(umap_config* c) {
   bytes("UMAP_JOURNAL_STAGED_QUOTA", &c->journal_staged_quota);
   count("UMAP_HANDLER_THREADS", &c->handler_threads);
   count("UMAP_WRITEBACK_THREADS", &c->writeback_threads);
+  count("UMAP_IO_CHANNELS", &c->io_channels);
+  count("UMAP_IO_DEPTH", &c->io_depth);
+  count("UMAP_IO_TIMEOUT_MS", &c->io_timeout_ms);
+  count("UMAP_IO_RETRIES", &c->io_retries);
+  bytes("UMAP_IO_MAX_BYTES", &c->io_max_bytes);
+  bytes("UMAP_PREFETCH_BYTES", &c->prefetch_bytes);
+  if (const char* v = std::getenv("UMAP_IO_DIRECT")) {
+    if (std::strcmp(v, "1") == 0) c->io_direct = 1;
+    else if (std::strcmp(v, "0") == 0) c->io_direct = 0;
+    else { UMAP_LOG(kError, "UMAP_IO_DIRECT=", v, " must be 0 or 1"); ok = false; }
+  }
+  if (const char* v = std::getenv("UMAP_IO_ENGINE")) {
+    if (std::strcmp(v, "auto") == 0) c->io_engine = UMAP_IO_AUTO;
+    else if (std::strcmp(v, "uring") == 0) c->io_engine = UMAP_IO_URING;
+    else if (std::strcmp(v, "posix") == 0) c->io_engine = UMAP_IO_POSIX;
+    else { UMAP_LOG(kError, "UMAP_IO_ENGINE=", v, " must be auto, uring or posix"); ok = false; }
+  }
   if (const char* v = std::getenv("UMAP_JOURNAL_DIR")) c->journal_dir = *v ? v : nullptr;
   if (const char* v = std::getenv("UMAP_POLICY")) {
     if (std::strcmp(v, "atomic") == 0) c->policy = UMAP_POLICY_ATOMIC;

@@ -180,25 +180,16 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   // Apply in LSN order; stop at the first failure so no block is applied out of order.
   for (auto it = unapplied_.begin(); it != unapplied_.end();) {
     const journal::Transaction& t = it->second;
-    size_t i = 0;
-    while (i < t.blocks.size()) {
-      // Merge runs of adjacent full blocks into one write.
-      size_t j = i + 1;
-      while (j < t.blocks.size() && t.blocks[j].block == t.blocks[j - 1].block + 1 &&
-             t.blocks[j - 1].data.size() == block_size_) {
-        ++j;
-      }
-      std::string run;
-      const std::string* one = &t.blocks[i].data;
-      if (j - i > 1) {
-        for (size_t k = i; k < j; ++k) run += t.blocks[k].data;
-        one = &run;
-      }
-      UMAP_CRASH_POINT("apply.mid_write");
-      RETURN_IF_ERROR(file_->WriteAt(t.blocks[i].block * block_size_,
-                                     absl::MakeConstSpan(one->data(), one->size())));
-      i = j;
+    std::vector<BlockImage> images;
+    images.reserve(t.blocks.size());
+    for (const auto& b : t.blocks) {
+      images.push_back({b.block, absl::MakeConstSpan(b.data.data(), b.data.size())});
     }
+    // One transaction's writes may be in flight together (its blocks are distinct); the
+    // next transaction starts only after they all returned, so two versions of one block
+    // are never written out of LSN order.
+    RETURN_IF_ERROR(WriteImages(file_, block_size_, images,
+                                [] { UMAP_CRASH_POINT("apply.mid_write"); }));
     applied_unsynced_bytes_ += Bytes(it->second);
     applied_unsynced_.insert(unapplied_.extract(it++));
   }

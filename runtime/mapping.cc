@@ -73,22 +73,34 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   Counters& c = rt_->counters();
   char* addr = BlockAddr(block);
   const size_t valid = ValidBytes(block);
+  // A fill of this block is queued or in flight: it wakes every thread waiting on the block.
+  // A write fault is noted so the block is installed writable (best effort: if the fill is
+  // already installing, the writer takes one write-protect fault instead).
+  if (table_.Load(block).filling()) {
+    if (write && writable_) table_.TryOr(block, Table::kFilling, Table::kFillWrite);
+    c.stale_faults.fetch_add(1, std::memory_order_relaxed);
+    MaybePrefetch(block);
+    return;
+  }
   // The cache block is acquired before the entry is locked: acquiring may wait for
   // write-back threads, and those take entry locks; holding one here could deadlock.
   uint32_t cb = BlockPool::kNone;
   Table::Entry e;
   for (;;) {
-    if (valid > 0 && cb == BlockPool::kNone && !IsFilled(table_.Load(block))) {
-      cb = rt_->AcquireBlock();
-      if (cb == BlockPool::kNone) break;  // reported below, under the lock
+    if (valid > 0 && cb == BlockPool::kNone) {
+      Table::Entry pk = table_.Load(block);
+      if (!IsFilled(pk) && !pk.filling()) {
+        cb = rt_->AcquireBlock();
+        if (cb == BlockPool::kNone) break;  // reported below, under the lock
+      }
     }
     e = table_.Lock(block);
-    if (IsFilled(e)) {
-      // Filled (or poisoned) by another handler after this fault was queued: the fill woke
-      // the thread already; waking again is harmless and covers a race with the queue.
+    if (IsFilled(e) || e.filling()) {
+      // Filled (or poisoned, or queued) by another handler after this fault was queued: that
+      // fill wakes the thread; waking again is harmless and covers a race with the queue.
       table_.Unlock(block, e.v);
       if (cb != BlockPool::kNone) rt_->pool().Release(cb);
-      rt_->uffd().Wake(addr, block_size_);
+      if (IsFilled(e)) rt_->uffd().Wake(addr, block_size_);
       c.stale_faults.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -98,9 +110,9 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   }
   if (cb == BlockPool::kNone && valid > 0) {
     e = table_.Lock(block);
-    if (IsFilled(e)) {
+    if (IsFilled(e) || e.filling()) {
       table_.Unlock(block, e.v);
-      rt_->uffd().Wake(addr, block_size_);
+      if (IsFilled(e)) rt_->uffd().Wake(addr, block_size_);
       return;
     }
   }
@@ -119,19 +131,23 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
                     "free space on the journal disk, or use policy=relaxed")));
     return;
   }
+  if (!e.shadow() && !e.staged()) {
+    // The common miss: the block comes from the file, through the I/O manager's queues,
+    // merged with its queued neighbours. The handler goes back to reading faults.
+    QueueFill(block, e.v, cb, write, tid);
+    MaybePrefetch(block);
+    return;
+  }
+  // An evicted version still in memory (shadow) or in the journal (staged): served here.
   absl::Status status;
   bool from_file = false;
   if (e.shadow()) {
     std::memcpy(staging, rt_->shadows().at(e.shadow_index()).data, valid);
   } else {
-    bool filled = false;
-    if (e.staged()) {
-      auto r = write_back_->ReadEvicted(first_file_block() + block, absl::MakeSpan(staging, valid));
-      if (!r.ok()) status = r.status();
-      filled = r.ok() && *r;
-    }
-    if (status.ok() && !filled) {
-      auto n = file_->ReadAt(file_offset_ + block * block_size_, absl::MakeSpan(staging, valid));
+    auto r = write_back_->ReadEvicted(first_file_block() + block, absl::MakeSpan(staging, valid));
+    if (!r.ok()) status = r.status();
+    if (status.ok() && !*r) {
+      auto n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(staging, valid));
       if (!n.ok()) {
         status = n.status();
       } else if (*n < valid) {
@@ -164,6 +180,191 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   rt_->refs().Touch(tid, cb);
   c.faults_missing.fetch_add(1, std::memory_order_relaxed);
   if (from_file) c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
+  rt_->set_fill_tid(cb, tid);
+  const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite)) | Table::kFilling | cb |
+                     (write && writable_ ? Table::kFillWrite : 0);
+  table_.Unlock(block, v);
+  io_->Submit(ioq_, block, cb);
+}
+
+void Mapping::MaybePrefetch(uint64_t block) {
+  const uint32_t max = rt_->prefetch_blocks();
+  if (max == 0) return;
+  Stream* s = nullptr;
+  for (Stream& t : streams_) {
+    const uint64_t next = t.next.load(std::memory_order_relaxed);
+    const uint64_t ahead = t.ahead.load(std::memory_order_relaxed);
+    // The stream goes on: the expected miss, or a fault inside what was read ahead (the
+    // application caught up with read-ahead still in flight).
+    if (block >= next && block <= std::max(next, ahead)) {
+      s = &t;
+      break;
+    }
+  }
+  if (s == nullptr) {
+    // A new stream replaces the next victim (round robin over a few streams).
+    Stream& t = streams_[stream_victim_.fetch_add(1, std::memory_order_relaxed) % kStreams];
+    t.next.store(block + 1, std::memory_order_relaxed);
+    t.length.store(0, std::memory_order_relaxed);
+    t.ahead.store(block + 1, std::memory_order_relaxed);
+    return;
+  }
+  const uint32_t len = s->length.fetch_add(1, std::memory_order_relaxed) + 1;
+  s->next.store(block + 1, std::memory_order_relaxed);
+  // The window starts at 8 blocks and doubles with the stream's length, up to the maximum.
+  const uint64_t window = std::min<uint64_t>(max, 8ull << std::min<uint32_t>(len - 1, 16));
+  const uint64_t ahead = std::max(s->ahead.load(std::memory_order_relaxed), block + 1);
+  // Keep about one window ahead of the reader; refill once half of it is consumed.
+  if (ahead > block + 1 + window / 2) return;
+  const uint64_t to = std::min<uint64_t>(table_.size(), block + 1 + window);
+  uint64_t p = ahead;
+  for (; p < to; ++p) {
+    Table::Entry pe = table_.Load(p);
+    if (pe.present() || pe.poisoned() || pe.filling() || pe.shadow() || pe.staged() ||
+        pe.locked()) {
+      continue;
+    }
+    if (ValidBytes(p) == 0) break;
+    uint32_t cb = rt_->TryAcquireBlock();
+    if (cb == BlockPool::kNone) break;  // no free or clean block right now: read-ahead waits
+    Table::Entry e;
+    if (!table_.TryLock(p, &e)) {
+      rt_->pool().Release(cb);
+      continue;
+    }
+    if (e.present() || e.poisoned() || e.filling() || e.shadow() || e.staged()) {
+      table_.Unlock(p, e.v);
+      rt_->pool().Release(cb);
+      continue;
+    }
+    QueueFill(p, e.v, cb, /*write=*/false, /*tid=*/0);
+    prefetched_.fetch_add(1, std::memory_order_relaxed);
+  }
+  s->ahead.store(p, std::memory_order_relaxed);
+}
+
+uint32_t Mapping::QueuedCb(uint64_t block) const {
+  if (block >= table_.size()) return io::kNoCb;
+  Table::Entry e = table_.Load(block);
+  return e.filling() ? e.cb() : io::kNoCb;
+}
+
+File* Mapping::read_file() {
+  return use_direct_.load(std::memory_order_relaxed) ? direct_.get() : file_.get();
+}
+
+size_t Mapping::ValidBytes(uint64_t first, uint32_t count) const {
+  const uint64_t start = file_offset_ + first * block_size_;
+  if (start >= file_size_) return 0;
+  return static_cast<size_t>(std::min<uint64_t>(uint64_t{count} * block_size_, file_size_ - start));
+}
+
+bool Mapping::FallBackToBuffered() {
+  if (!use_direct_.exchange(false)) return false;
+  UMAP_LOG(kWarn, "O_DIRECT reads of ", file_->name(),
+           " were refused (EINVAL); reading through the page cache instead");
+  return true;
+}
+
+void Mapping::AttachIo(io::IoManager* io, bool direct) {
+  io_ = io;
+  ioq_ = io->AddQueue(this);
+  if (!direct) return;
+  auto d = file_->OpenDirectReader();
+  if (!d.ok()) return;  // the file system has no direct I/O: buffered reads
+  direct_ = *std::move(d);
+  use_direct_.store(true);
+}
+
+void Mapping::DetachIo() {
+  if (ioq_ == nullptr) return;
+  io_->RemoveQueue(ioq_);
+  ioq_ = nullptr;
+}
+
+int Mapping::Install(uint64_t first, uint32_t count, const char* buf, const uint64_t* entries) {
+  const size_t page = rt_->page_size();
+  uint32_t i = 0;
+  while (i < count) {
+    const bool write = writable_ && (entries[i] & Table::kFillWrite);
+    uint32_t j = i + 1;
+    while (j < count && (writable_ && (entries[j] & Table::kFillWrite)) == write) ++j;
+    // One copy for the stretch; the last block of the file may end inside it.
+    const size_t valid_last = ValidBytes(first + j - 1);
+    const size_t last_pages = RoundUp(valid_last, page);
+    const size_t len = size_t{j - i - 1} * block_size_ + last_pages;
+    int err = rt_->uffd().Copy(BlockAddr(first + i), buf + size_t{i} * block_size_, len,
+                               /*write_protect=*/writable_ && !write);
+    if (err != 0) return err;
+    if (last_pages < block_size_) {
+      rt_->uffd().Poison(BlockAddr(first + j - 1) + last_pages, block_size_ - last_pages);
+    }
+    i = j;
+  }
+  return 0;
+}
+
+void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
+  Counters& c = rt_->counters();
+  constexpr uint32_t kChunk = 64;
+  uint64_t entries[kChunk];
+  if (buf != nullptr) {
+    // Bytes past end of file inside the last page read as zeros, as with mmap.
+    const size_t valid = ValidBytes(run.first, run.count);
+    const size_t tail = RoundUp(valid, rt_->page_size());
+    if (tail > valid) std::memset(buf + valid, 0, tail - valid);
+  }
+  bool logged = false;
+  if (!st.ok() && !absl::IsCancelled(st)) c.io_errors.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t done = 0; done < run.count; done += kChunk) {
+    const uint32_t n = std::min(kChunk, run.count - done);
+    const uint64_t first = run.first + done;
+    // Ascending order; nobody else holds two entry locks while waiting, so no deadlock.
+    for (uint32_t i = 0; i < n; ++i) entries[i] = table_.Lock(first + i).v;
+    int err = 0;
+    if (st.ok()) err = Install(first, n, buf + size_t{done} * block_size_, entries);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t b = first + i;
+      const uint64_t v = entries[i] & ~(Table::kFilling | Table::kFillWrite | Table::kCbMask);
+      const uint32_t cb = static_cast<uint32_t>(entries[i] & Table::kCbMask);
+      const pid_t tid = rt_->fill_tid(cb);
+      if (absl::IsCancelled(st)) {
+        // The mapping is going away: nobody waits, nothing to install.
+        rt_->pool().Release(cb);
+        table_.Unlock(b, v);
+        continue;
+      }
+      if (!st.ok() || err != 0) {
+        rt_->pool().Release(cb);
+        if (tid == 0) {
+          // Read-ahead nobody waits for: forget it; a later fault reads the block again.
+          table_.Unlock(b, v);
+          continue;
+        }
+        // One log line for the run; every waiting block gets its SIGBUS.
+        absl::Status why = logged ? absl::OkStatus()
+                                  : (!st.ok() ? st : PosixError(err, "UFFDIO_COPY"));
+        logged = true;
+        RaiseSigbus(b, v, tid, why);
+        continue;
+      }
+      const bool dirty = writable_ && (entries[i] & Table::kFillWrite);
+      rt_->pool().Publish(cb, Owner(b));
+      table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0));
+      if (tid != 0) {
+        rt_->refs().Touch(tid, cb);
+        c.faults_missing.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  if (st.ok()) {
+    c.blocks_read.fetch_add(run.count, std::memory_order_relaxed);
+    fills_.fetch_add(1, std::memory_order_relaxed);
+    bytes_read_.fetch_add(ValidBytes(run.first, run.count), std::memory_order_relaxed);
+  }
 }
 
 void Mapping::HandleWriteProtect(uint64_t block) {

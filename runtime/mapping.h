@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/cache_entry_table.h"
+#include "runtime/io/io_manager.h"
 #include "runtime/write_back.h"
 #include "umap/env.h"
 
@@ -30,7 +31,7 @@ namespace umap::runtime {
 
 class Runtime;
 
-class Mapping {
+class Mapping final : public io::IoFileClient {
  public:
   struct Params {
     char* base;
@@ -43,7 +44,14 @@ class Mapping {
   };
 
   Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file);
-  ~Mapping();
+  ~Mapping() override;
+
+  // Registers the mapping's file queue with the I/O manager and, when `direct`, opens an
+  // O_DIRECT reader (falls back to buffered reads where the file system refuses it).
+  void AttachIo(io::IoManager* io, bool direct);
+  // Drops queued fills and waits for reads in flight. REQUIRES: no handler is inside this
+  // mapping (slot cleared, handlers quiesced).
+  void DetachIo();
 
   char* base() const { return base_; }
   size_t length() const { return length_; }
@@ -64,7 +72,22 @@ class Mapping {
   File* file() { return file_.get(); }
 
   void set_write_back(std::unique_ptr<WriteBack> wb) { write_back_ = std::move(wb); }
+  WriteBack* write_back() { return write_back_.get(); }
   absl::Status CloseWriteBack() { return write_back_->Close(); }
+
+  // io::IoFileClient (called by the I/O manager).
+  uint32_t QueuedCb(uint64_t block) const override;
+  File* read_file() override;
+  uint64_t ByteOffset(uint64_t block) const override { return file_offset_ + block * block_size_; }
+  size_t ValidBytes(uint64_t first, uint32_t count) const override;
+  void Complete(const io::Run& run, char* buf, const absl::Status& st) override;
+  bool FallBackToBuffered() override;
+
+  // Per-mapping I/O figures (umap_get_mapping_stats).
+  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
+  uint64_t fills() const { return fills_.load(std::memory_order_relaxed); }
+  uint64_t prefetched() const { return prefetched_.load(std::memory_order_relaxed); }
+  bool direct_io() const { return use_direct_.load(std::memory_order_relaxed); }
 
   // Fault path (handler threads). `staging` is the handler's block-sized buffer.
   void HandleMissing(uint64_t block, bool write, pid_t tid, char* staging);
@@ -90,6 +113,15 @@ class Mapping {
            block < sync_end_.load(std::memory_order_acquire);
   }
   void RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl::Status& why);
+  // Sequential-stream detection on a miss of `block`; queues read-ahead when it continues
+  // a stream (fault path: no allocation, no waiting for cache blocks).
+  void MaybePrefetch(uint64_t block);
+  // Queues a fill of `block` into cache block `cb` (entry locked by the caller, who passes
+  // its value; the entry is unlocked here).
+  void QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid);
+  // Installs blocks [first, first+count) from buf: one UFFDIO_COPY per stretch of equal
+  // protection. Entries are locked by the caller; returns 0 or the errno.
+  int Install(uint64_t first, uint32_t count, const char* buf, const uint64_t* entries);
   absl::Status WaitForShadows(uint64_t first, uint64_t end);
   // One capture + write-back pass over [first, end) (all of umsync's range for the atomic
   // policy). `last`: the final pass of this umsync, which always fdatasyncs.
@@ -115,6 +147,23 @@ class Mapping {
   std::atomic<uint64_t> sync_first_{0};
   std::atomic<uint64_t> sync_end_{0};
   std::atomic<uint64_t> shadows_pending_{0};
+
+  // I/O: the file queue, the O_DIRECT reader (null when buffered), per-mapping figures.
+  io::IoManager* io_ = nullptr;
+  io::IoQueue* ioq_ = nullptr;
+  std::unique_ptr<File> direct_;
+  std::atomic<bool> use_direct_{false};
+  std::atomic<uint64_t> bytes_read_{0}, fills_{0}, prefetched_{0};
+  // Stream detector: a few streams, each the block its next miss is expected at and how long
+  // it has run. Relaxed and racy on purpose: a lost update only costs a read-ahead.
+  static constexpr int kStreams = 8;
+  struct Stream {
+    std::atomic<uint64_t> next{~0ull};
+    std::atomic<uint32_t> length{0};
+    std::atomic<uint64_t> ahead{0};  // read-ahead queued up to here (exclusive)
+  };
+  Stream streams_[kStreams];
+  std::atomic<uint32_t> stream_victim_{0};
 };
 
 }  // namespace umap::runtime

@@ -20,6 +20,14 @@ struct RuntimeOptions {
   umap_policy policy = UMAP_POLICY_ATOMIC;
   umap_journal_mode journal_mode = UMAP_JOURNAL_DATA;
   size_t journal_staged_quota = size_t{1} << 30;
+  umap_io_engine io_engine = UMAP_IO_AUTO;
+  unsigned io_channels = 2;
+  unsigned io_depth = 16;
+  size_t io_max_bytes = 512 << 10;
+  unsigned io_timeout_ms = 30000;
+  unsigned io_retries = 3;
+  bool io_direct = true;
+  size_t prefetch_bytes = 2 << 20;
   Env* env = nullptr;  // null: Env::Default()
 
   static RuntimeOptions FromConfig(const umap_config& c);

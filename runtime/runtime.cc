@@ -27,6 +27,9 @@ constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// The I/O channel the current thread drives (a handler thread with io_uring), or -1.
+thread_local int t_channel = -1;
+
 }  // namespace
 
 struct Runtime::HandlerCtx {
@@ -50,12 +53,30 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
       pool_(geo.cache_blocks),
       refs_(&pool_),
       shadows_(geo.shadow_blocks, geo.block_size),
+      fill_tids_(new pid_t[geo.cache_blocks]()),
+      prefetch_blocks_(static_cast<uint32_t>(
+          std::min<size_t>(options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))),
       epochs_(new std::atomic<uint64_t>[options.handler_threads]) {
   for (unsigned i = 0; i < options.handler_threads; ++i) epochs_[i].store(0);
 }
 
 absl::Status Runtime::Start() {
   if (shadows_.at(0).data == nullptr) return PosixError(ENOMEM, "allocating shadow buffers");
+  io::IoOptions io;
+  io.engine = options_.io_engine == UMAP_IO_URING   ? io::Engine::kUring
+              : options_.io_engine == UMAP_IO_POSIX ? io::Engine::kPosix
+                                                    : io::Engine::kAuto;
+  io.channels = options_.io_channels;
+  io.uring_channels = options_.handler_threads;  // each handler drives one ring
+  io.depth = options_.io_depth;
+  io.max_io_bytes = options_.io_max_bytes;
+  io.block_size = geo_.block_size;
+  io.cache_blocks = geo_.cache_blocks;
+  io.max_queues = kMaxMappings;
+  io.timeout_us = uint64_t{options_.io_timeout_ms} * 1000;
+  io.retries = options_.io_retries;
+  ASSIGN_OR_RETURN(io_, io::IoManager::Create(io, env_));
+  if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
   for (unsigned i = 0; i < options_.handler_threads; ++i) {
@@ -88,12 +109,15 @@ Runtime::~Runtime() {
     UMAP_LOG(kError, "eventfd write failed: errno ", errno);
   }
   for (auto& t : handlers_) t.join();
+  // Unmapping below waits for reads in flight: the manager drives its rings again.
+  if (io_->channel_count() > 0) io_->DriveChannelsExternally(false);
   shadows_.WakeAll();
   for (auto& t : writers_) t.join();
   for (Mapping* m : left) {
     m->CloseWriteBack().IgnoreError();  // best effort; the data is in the file or journal
     Destroy(m);
   }
+  io_.reset();  // after the mappings: its channels complete fills into them
   if (stop_fd_ >= 0) ::close(stop_fd_);
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr) {
@@ -123,23 +147,34 @@ void Runtime::HandlerLoop(int id) {
   ctx.staging = static_cast<char*>(p);
   std::atomic<uint64_t>& epoch = epochs_[id];
   uffd_msg msgs[kMsgBatch];
-  struct pollfd fds[2] = {{uffd_->fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  // With io_uring, this handler drives one I/O channel: it polls the channel's eventfd
+  // (readable on completions) beside the userfaultfd, and pumps the channel after each
+  // batch of faults, so the misses of one batch are merged and issued together.
+  const bool drives = static_cast<unsigned>(id) < io_->channel_count();
+  if (drives) t_channel = id;
+  struct pollfd fds[3] = {{uffd_->fd(), POLLIN, 0},
+                          {stop_fd_, POLLIN, 0},
+                          {drives ? io_->ChannelEventFd(id) : -1, POLLIN, 0}};
+  int timeout = -1;
   while (!stop_.load(std::memory_order_acquire)) {
-    int r = ::poll(fds, 2, -1);
+    int r = ::poll(fds, drives ? 3 : 2, timeout);
     if (r < 0) {
       if (errno == EINTR) continue;
       UMAP_LOG(kError, "handler ", id, ": poll failed: errno ", errno);
       break;
     }
     if (fds[1].revents) break;
-    if (!(fds[0].revents & POLLIN)) continue;
-    // Several handlers wake for one message; the others read nothing and go back to poll.
-    epoch.fetch_add(1, std::memory_order_acq_rel);  // odd: inside
-    int n = uffd_->Read(msgs, kMsgBatch);
-    if (n < 0) UMAP_LOG(kError, "handler ", id, ": reading userfaultfd failed: errno ", -n);
-    for (int i = 0; i < n; ++i) HandleFault(ctx, msgs[i]);
-    epoch.fetch_add(1, std::memory_order_acq_rel);  // even: outside
-    epoch.notify_all();
+    if (fds[0].revents & POLLIN) {
+      // Several handlers wake for one message; the others read nothing and go on.
+      epoch.fetch_add(1, std::memory_order_acq_rel);  // odd: inside
+      int n = uffd_->Read(msgs, kMsgBatch);
+      if (n < 0) UMAP_LOG(kError, "handler ", id, ": reading userfaultfd failed: errno ", -n);
+      for (int i = 0; i < n; ++i) HandleFault(ctx, msgs[i]);
+      epoch.fetch_add(1, std::memory_order_acq_rel);  // even: outside
+      epoch.notify_all();
+    }
+    // Outside the epoch section: completions reach mappings whose removal waits for them.
+    if (drives) timeout = io_->PumpChannel(id);
   }
   ::munmap(p, geo_.block_size);
 }
@@ -219,6 +254,11 @@ bool Runtime::EvictOwner(uint32_t cb, uint64_t owner) {
   return m->Evict(owner & ((1ull << 48) - 1), cb);
 }
 
+uint32_t Runtime::TryAcquireBlock() {
+  return pool_.Acquire([this](uint32_t c, uint64_t o) { return EvictOwner(c, o); },
+                       [this] { refs_.ReclaimDead(); });
+}
+
 uint32_t Runtime::AcquireBlock() {
   auto deadline = std::chrono::steady_clock::now() + kPoolWaitBudget;
   for (;;) {
@@ -228,6 +268,9 @@ uint32_t Runtime::AcquireBlock() {
     // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
     // behind. Wait for them rather than exceed the cache bound.
     counters_.pool_waits.fetch_add(1, std::memory_order_relaxed);
+    // Busy blocks may be fills in flight on this handler's own channel: only this thread
+    // reaps them, so reap while waiting (no entry lock is held here).
+    if (t_channel >= 0) io_->PumpChannel(static_cast<unsigned>(t_channel));
     if (std::chrono::steady_clock::now() > deadline) return BlockPool::kNone;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
@@ -296,6 +339,8 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
                     slot};
   auto* m = new Mapping(this, p, std::move(file));
   if (write_back != nullptr) m->set_write_back(std::move(write_back));
+  m->write_back()->set_io(io_.get());
+  m->AttachIo(io_.get(), options_.io_direct);
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
   return static_cast<void*>(base);
@@ -439,11 +484,14 @@ absl::Status Runtime::Unmap(void* addr, size_t length) {
 }
 
 void Runtime::Destroy(Mapping* m) {
-  uffd_->Unregister(m->base(), m->region_length());
   slots_[m->slot()].store(nullptr, std::memory_order_release);
   // After this no handler holds `m`: the ones inside a section when the slot was cleared
   // have left it, and later ones cannot find it.
   WaitForHandlers();
+  // Fills still queued are dropped and those in flight land while the range is still
+  // registered; only then is it unregistered.
+  m->DetachIo();
+  uffd_->Unregister(m->base(), m->region_length());
   m->ReleaseAll();
   ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();
@@ -468,7 +516,38 @@ umap_stats Runtime::Stats() const {
                        static_cast<uint64_t>(shadows_.count()) * geo_.block_size;
   s.cache_bytes_limit =
       (static_cast<uint64_t>(geo_.cache_blocks) + geo_.shadow_blocks) * geo_.block_size;
+  io::IoCounters& io = io_->counters();
+  s.io_reads = io.reads.load();
+  s.io_bytes = io.bytes.load();
+  s.io_queue_wait_us = io.queue_wait_us.load();
+  s.io_timeouts = io.timeouts.load();
+  s.io_retries = io.retries.load();
+  s.io_read_failures = io.errors.load();
+  s.io_writes = io.writes.load();
+  s.io_write_bytes = io.write_bytes.load();
+  s.io_write_timeouts = io.write_timeouts.load();
+  for (int k = 0; k < UMAP_IO_SIZE_BUCKETS && k < io::kSizeBuckets; ++k) {
+    s.io_size_hist[k] = io.size_hist[k].load();
+  }
+  s.io_engine = io_->engine() == io::Engine::kUring ? UMAP_IO_URING : UMAP_IO_POSIX;
+  uint64_t prefetched = 0;
+  const uint32_t high = slot_high_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < high; ++i) {
+    if (Mapping* m = slots_[i].load(std::memory_order_acquire)) prefetched += m->prefetched();
+  }
+  s.prefetched_blocks = prefetched;
   return s;
+}
+
+bool Runtime::MappingStats(const void* addr, umap_mapping_stats* out) {
+  absl::ReaderMutexLock l(&mu_);
+  auto m = Lookup(const_cast<void*>(addr), 1, /*exact=*/false);
+  if (!m.ok()) return false;
+  out->bytes_read = (*m)->bytes_read();
+  out->reads = (*m)->fills();
+  out->prefetched_blocks = (*m)->prefetched();
+  out->direct_io = (*m)->direct_io() ? 1 : 0;
+  return true;
 }
 
 }  // namespace umap::runtime

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/block_pool.h"
+#include "runtime/io/io_manager.h"
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
 #include "runtime/shadow_pool.h"
@@ -63,6 +64,8 @@ class Runtime {
   bool Owns(const void* addr, size_t length);
 
   umap_stats Stats() const;
+  // Figures of the mapping containing addr; false when there is none.
+  bool MappingStats(const void* addr, umap_mapping_stats* out);
 
   // --- internal, used by Mapping and tests ---
   const Geometry& geometry() const { return geo_; }
@@ -79,6 +82,15 @@ class Runtime {
   // Acquires a cache block for a fill, evicting another block if needed. kNone only when
   // none could be freed (all busy, or every candidate dirty with no shadow free).
   uint32_t AcquireBlock();
+  // One attempt, no waiting (read-ahead): kNone when no block is free or clean right now.
+  uint32_t TryAcquireBlock();
+  io::IoManager& io() { return *io_; }
+  // The thread whose fault queued the fill into `cb` (0: read-ahead). Written before the
+  // fill is queued, read when it completes (the scheduler's lock orders the two).
+  void set_fill_tid(uint32_t cb, pid_t tid) { fill_tids_[cb] = tid; }
+  pid_t fill_tid(uint32_t cb) const { return fill_tids_[cb]; }
+  // Largest read-ahead window in blocks (0: off).
+  uint32_t prefetch_blocks() const { return prefetch_blocks_; }
   // The errno of the most recent failed write-back of evicted blocks (0: none yet).
   void NoteWriteBackError(int err) { last_writeback_errno_.store(err, std::memory_order_relaxed); }
   int last_writeback_errno() const { return last_writeback_errno_.load(std::memory_order_relaxed); }
@@ -114,6 +126,10 @@ class Runtime {
   ThreadRefs refs_;
   ShadowPool shadows_;
   Counters counters_;
+  std::unique_ptr<pid_t[]> fill_tids_;
+  uint32_t prefetch_blocks_ = 0;
+  // Destroyed explicitly after every mapping (its channels call into mappings).
+  std::unique_ptr<io::IoManager> io_;
 
   // Mapping slots read lock-free by handlers; written under mu_.
   std::atomic<Mapping*> slots_[kMaxMappings] = {};

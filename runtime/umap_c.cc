@@ -153,6 +153,19 @@ int umap_get_stats(umap_runtime* r, umap_stats* out) {
   return 0;
 }
 
+int umap_get_mapping_stats(const void* addr, umap_mapping_stats* out) {
+  if (out == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  umap_runtime* r = FindRuntime(const_cast<void*>(addr), 1);
+  if (r == nullptr || !r->rt->MappingStats(addr, out)) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return 0;
+}
+
 }  // extern "C"
 
 }  // namespace umap::c_api

@@ -4,32 +4,44 @@
 #include <string>
 
 #include "base/status_macros.h"
+#include "runtime/io/io_manager.h"
 
 namespace umap::runtime {
 
-absl::Status DirectWriteBack::Evicted(absl::Span<const BlockImage> images) {
-  for (const BlockImage& image : images) {
-    RETURN_IF_ERROR(file_->WriteAt(image.block * block_size_, image.data));
+absl::Status WriteBack::WriteImages(File* file, uint64_t block_size,
+                                    absl::Span<const BlockImage> images,
+                                    absl::FunctionRef<void()> before_each) {
+  std::vector<io::WritePiece> pieces;
+  pieces.reserve(images.size());
+  for (const BlockImage& im : images) {
+    pieces.push_back({im.block * block_size, im.data.data(), im.data.size()});
+  }
+  if (io_ != nullptr) return io_->Write(file, pieces, before_each);
+  // No I/O manager: one write per run of adjacent blocks, copied into one buffer.
+  std::string run;
+  size_t i = 0;
+  while (i < pieces.size()) {
+    size_t j = i + 1;
+    while (j < pieces.size() && pieces[j].offset == pieces[j - 1].offset + pieces[j - 1].len) ++j;
+    before_each();
+    if (j - i == 1) {
+      RETURN_IF_ERROR(file->WriteAt(pieces[i].offset, absl::MakeConstSpan(pieces[i].data, pieces[i].len)));
+    } else {
+      run.clear();
+      for (size_t k = i; k < j; ++k) run.append(pieces[k].data, pieces[k].len);
+      RETURN_IF_ERROR(file->WriteAt(pieces[i].offset, run));
+    }
+    i = j;
   }
   return absl::OkStatus();
 }
 
+absl::Status DirectWriteBack::Evicted(absl::Span<const BlockImage> images) {
+  return WriteImages(file_, block_size_, images, [] {});
+}
+
 absl::Status DirectWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t, uint64_t) {
-  // Images of a sync batch are consecutive in one buffer when their blocks are adjacent
-  // (the capture appends them in order), so a run is one pwrite.
-  size_t i = 0;
-  while (i < images.size()) {
-    size_t j = i + 1;
-    const char* start = images[i].data.data();
-    size_t len = images[i].data.size();
-    while (j < images.size() && images[j].block == images[j - 1].block + 1 &&
-           images[j].data.data() == start + len && images[j - 1].data.size() == block_size_) {
-      len += images[j].data.size();
-      ++j;
-    }
-    RETURN_IF_ERROR(file_->WriteAt(images[i].block * block_size_, absl::MakeConstSpan(start, len)));
-    i = j;
-  }
+  RETURN_IF_ERROR(WriteImages(file_, block_size_, images, [] {}));
   return file_->Sync();
 }
 

@@ -13,10 +13,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "umap/env.h"
 
 namespace umap::runtime {
+
+namespace io {
+class IoManager;
+}
 
 struct BlockImage {
   uint64_t block;
@@ -50,6 +55,20 @@ class WriteBack {
 
   // The mapping goes away after its last successful Sync (journal: forget the mapping).
   virtual absl::Status Close() { return absl::OkStatus(); }
+
+  // The I/O manager that carries this sink's writes to the file (merged, and concurrent
+  // with io_uring). Set once by the runtime before the first write; without one, writes
+  // are issued one merged run at a time.
+  void set_io(io::IoManager* io) { io_ = io; }
+
+ protected:
+  // Writes `images` (ascending blocks, each at most once) to `file`: adjacent blocks merge
+  // into one write. `before_each` runs before each write is issued (crash points).
+  absl::Status WriteImages(File* file, uint64_t block_size, absl::Span<const BlockImage> images,
+                           absl::FunctionRef<void()> before_each);
+
+ private:
+  io::IoManager* io_ = nullptr;
 };
 
 // Writes images straight to the file, merging runs of adjacent blocks into one write.

@@ -51,8 +51,17 @@ class File {
   virtual absl::Status Sync() = 0;
   virtual absl::StatusOr<uint64_t> Size() = 0;
   virtual absl::StatusOr<FileIdentity> Identify() = 0;
-  // The OS descriptor for io_uring submission, or -1 when the file has none (memory env).
+  // The OS descriptor that the runtime's io_uring channels may submit reads to directly,
+  // bypassing ReadAt; -1 when every byte must go through these methods (memory env,
+  // fault-injecting wrappers).
   virtual int fd() const { return -1; }
+  // A second, read-only handle on the same file that bypasses the kernel page cache
+  // (O_DIRECT), so that data cached by Umap is not cached twice. Reads through it must be
+  // aligned (offsets and lengths multiples of 4 KiB, page-aligned buffers). kUnimplemented
+  // where the file or file system has no such mode.
+  virtual absl::StatusOr<std::unique_ptr<File>> OpenDirectReader() {
+    return absl::UnimplementedError("no direct I/O for " + name());
+  }
   // The name used in error messages.
   virtual const std::string& name() const = 0;
 };

@@ -54,6 +54,8 @@ int umsync(void* addr, size_t length, int flags);
 
 /* Counters of the runtime serving addr (or of runtime when addr is NULL). */
 int umap_get_stats(umap_runtime* runtime, umap_stats* out);
+/* Figures of the mapping that contains addr. -1 with ENOMEM when addr is in no mapping. */
+int umap_get_mapping_stats(const void* addr, umap_mapping_stats* out);
 umap_runtime* umap_default_runtime(void);
 
 #ifdef __cplusplus

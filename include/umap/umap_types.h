@@ -24,6 +24,15 @@ typedef enum umap_journal_mode {
 
 /* Configuration of a runtime. Fill with umap_config_init() (which applies the UMAP_*
  * environment defaults documented in docs/configuration.md), then override fields. */
+typedef enum umap_io_engine {
+  UMAP_IO_AUTO = 0,  /* io_uring if the kernel offers it, else posix */
+  UMAP_IO_URING = 1,
+  UMAP_IO_POSIX = 2, /* threads calling pread */
+} umap_io_engine;
+
+/* Reads of [4 KiB << k, 4 KiB << (k+1)) bytes are counted in io_size_hist[k]. */
+#define UMAP_IO_SIZE_BUCKETS 12
+
 typedef struct umap_config {
   size_t cache_bytes;        /* bound on resident cached data, all mappings together */
   size_t block_size;         /* power of two >= page size */
@@ -34,6 +43,15 @@ typedef struct umap_config {
   umap_journal_mode journal_mode;
   size_t journal_staged_quota; /* atomic policy: bound on dirty bytes spilled to the journal
                                   before a umsync (default 1 GiB) */
+  /* I/O channels (docs/configuration.md): misses are merged and read by these. */
+  umap_io_engine io_engine;  /* auto (io_uring where available), uring or posix */
+  unsigned io_channels;      /* I/O channels (io_uring rings) */
+  unsigned io_depth;         /* merged reads in flight per channel */
+  size_t io_max_bytes;       /* largest merged read (a multiple of block_size) */
+  unsigned io_timeout_ms;    /* deadline of one read attempt */
+  unsigned io_retries;       /* retries after a timeout before the fault gets SIGBUS */
+  int io_direct;             /* 1: read with O_DIRECT where the file system allows it */
+  size_t prefetch_bytes;     /* largest read-ahead window of a sequential stream (0: off) */
 } umap_config;
 
 typedef struct umap_stats {
@@ -48,7 +66,28 @@ typedef struct umap_stats {
   uint64_t cache_bytes_limit;
   uint64_t io_errors;        /* backend errors seen (each logged) */
   uint64_t sigbus_raised;    /* faults answered with SIGBUS (EOF or I/O error) */
+  /* I/O channels */
+  uint64_t io_reads;         /* merged reads completed */
+  uint64_t io_bytes;         /* bytes they read */
+  uint64_t io_queue_wait_us; /* summed wait of reads between queueing and issue */
+  uint64_t io_timeouts;      /* read attempts that passed their deadline */
+  uint64_t io_retries;       /* reads retried after a timeout */
+  uint64_t io_read_failures; /* merged reads that failed for good */
+  uint64_t io_writes;        /* merged write-back writes */
+  uint64_t io_write_bytes;
+  uint64_t io_write_timeouts;/* writes that passed their deadline (umsync got ETIMEDOUT) */
+  uint64_t prefetched_blocks;/* blocks queued by sequential read-ahead */
+  uint64_t io_size_hist[UMAP_IO_SIZE_BUCKETS];
+  int io_engine;             /* the engine in use: UMAP_IO_URING or UMAP_IO_POSIX */
 } umap_stats;
+
+/* Per-mapping figures (umap_get_mapping_stats): bytes each file received, for fairness. */
+typedef struct umap_mapping_stats {
+  uint64_t bytes_read;       /* bytes read from the file for this mapping */
+  uint64_t reads;            /* merged reads */
+  uint64_t prefetched_blocks;
+  int direct_io;             /* 1 when reads bypass the page cache (O_DIRECT) */
+} umap_mapping_stats;
 
 typedef struct umap_runtime umap_runtime;
 

@@ -1,0 +1,727 @@
+#include "runtime/io/io_manager.h"
+
+#include <liburing.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <climits>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/crash_point.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "base/status_macros.h"
+
+namespace umap::runtime::io {
+namespace {
+
+enum SlotState : int { kIdle = 0, kBusy = 1, kAbandoned = 2 };
+
+constexpr uint64_t kCancelTag = ~0ull - 1;
+
+uint64_t BackoffUs(uint32_t attempt) {
+  return std::min<uint64_t>(10'000ull << std::min<uint32_t>(attempt, 7), 1'000'000);
+}
+
+int SizeBucket(size_t bytes) {
+  int k = 0;
+  for (size_t s = bytes >> 13; s != 0 && k < kSizeBuckets - 1; s >>= 1) ++k;
+  return k;
+}
+
+}  // namespace
+
+struct IoManager::QueueState : IoQueue {
+  explicit QueueState(IoFileClient* c) : IoQueue(c), client(c) {}
+  IoFileClient* const client;
+  std::atomic<int64_t> outstanding{0};  // blocks queued, in flight or waiting for a retry
+  std::atomic<bool> closing{false};
+};
+
+IoManager::QueueState* IoManager::StateOf(IoQueue* q) const {
+  return static_cast<QueueState*>(q);
+}
+
+// One io_uring. Slots carry one merged read each. The channel's eventfd is registered with
+// the ring, so every completion makes it readable: whoever drives the channel polls it
+// beside its other descriptors and calls Pump.
+class IoManager::UringChannel {
+ public:
+  UringChannel(IoManager* m, char* buffers) : m_(m), buffers_(buffers) {}
+  ~UringChannel() {
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+    if (efd_ >= 0) ::close(efd_);
+  }
+
+  absl::Status Init() {
+    const unsigned depth = m_->options_.depth;
+    // Room for every slot's read and its cancellation.
+    int r = io_uring_queue_init(2 * depth + 2, &ring_, 0);
+    if (r < 0) return PosixError(-r, "io_uring_queue_init");
+    ring_ok_ = true;
+    efd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd_ < 0) return PosixError(errno, "eventfd for an I/O channel");
+    r = io_uring_register_eventfd(&ring_, efd_);
+    if (r < 0) return PosixError(-r, "io_uring_register_eventfd");
+    slots_.resize(depth);
+    free_.reserve(depth);
+    for (unsigned i = 0; i < depth; ++i) {
+      slots_[i].buf = buffers_ + i * m_->options_.max_io_bytes;
+      free_.push_back(i);
+    }
+    return absl::OkStatus();
+  }
+
+  int event_fd() const { return efd_; }
+
+  // Makes the driver's poll return (new work it should take, a retry, shutdown).
+  void Wake() {
+    uint64_t one = 1;
+    if (::write(efd_, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+      UMAP_LOG(kError, "I/O channel eventfd write failed: errno ", errno);
+    }
+  }
+
+  // One pass: reap completions, abandon expired reads, issue queued work, submit. Returns
+  // the poll timeout in ms until the next deadline or due retry (-1: none).
+  int Pump();
+  bool idle() {
+    absl::MutexLock l(&mu_);
+    return busy_ == 0;
+  }
+
+ private:
+  struct Slot {
+    int state = kIdle;
+    Run run;
+    uint64_t started_us = 0;
+    char* buf = nullptr;
+  };
+  io_uring_sqe* GetSqe() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // The ring has room for every slot's read and cancellation; still, submit if full.
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    while (sqe == nullptr) {
+      io_uring_submit(&ring_);
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    return sqe;
+  }
+  void Issue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Reap(io_uring_cqe* cqe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckDeadlines() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  IoManager* const m_;
+  char* const buffers_;
+  // One driver at a time (a handler thread, or the manager's own thread); uncontended.
+  absl::Mutex mu_;
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  int efd_ = -1;
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<unsigned> free_ ABSL_GUARDED_BY(mu_);
+  unsigned busy_ ABSL_GUARDED_BY(mu_) = 0;  // slots in state kBusy or kAbandoned
+};
+
+void IoManager::UringChannel::Issue() {
+  const uint64_t bs = m_->options_.block_size;
+  while (!free_.empty()) {
+    Run r;
+    if (!m_->sched_.Next(m_->max_blocks_, m_->Now(), IoScheduler::Taker::kAsync, &r)) return;
+    QueueState* qs = m_->StateOf(r.queue);
+    if (qs->closing.load(std::memory_order_acquire)) {
+      m_->Fail(r, absl::CancelledError("mapping is being removed"));
+      continue;
+    }
+    if (r.attempt == 0) {
+      m_->counters_.queue_wait_us.fetch_add(m_->Now() - r.enqueued_us, std::memory_order_relaxed);
+    }
+    File* f = qs->client->read_file();
+    if (f->fd() < 0) {
+      // No descriptor to submit (memory env, fault-injecting wrapper): a synchronous
+      // helper reads it through File::ReadAt.
+      r.sync_only = true;
+      m_->sched_.Requeue(r, 0);
+      continue;
+    }
+    const unsigned i = free_.back();
+    free_.pop_back();
+    Slot& s = slots_[i];
+    s.state = kBusy;
+    s.run = r;
+    s.started_us = m_->Now();
+    ++busy_;
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_read(sqe, f->fd(), s.buf, static_cast<unsigned>(r.count * bs),
+                       qs->client->ByteOffset(r.first));
+    io_uring_sqe_set_data64(sqe, i);
+  }
+}
+
+void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
+  const uint64_t tag = io_uring_cqe_get_data64(cqe);
+  if (tag == kCancelTag) return;
+  Slot& s = slots_[tag];
+  const int state = s.state;
+  s.state = kIdle;
+  --busy_;
+  free_.push_back(static_cast<unsigned>(tag));
+  // An abandoned attempt was retried or failed already: its late result is dropped.
+  if (state == kBusy) m_->Finish(s.run, s.buf, cqe->res);
+}
+
+void IoManager::UringChannel::CheckDeadlines() {
+  const uint64_t now = m_->Now();
+  for (unsigned i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.state != kBusy || now - s.started_us < m_->options_.timeout_us) continue;
+    s.state = kAbandoned;
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_cancel64(sqe, i, 0);
+    io_uring_sqe_set_data64(sqe, kCancelTag);
+    m_->RetryOrFail(s.run, "io_uring read", now - s.started_us);
+  }
+}
+
+int IoManager::UringChannel::Pump() {
+  absl::MutexLock l(&mu_);
+  uint64_t counter;
+  // Reset the eventfd before reaping: a completion after the reap makes it readable again.
+  if (::read(efd_, &counter, sizeof(counter)) < 0 && errno != EAGAIN) {
+    UMAP_LOG(kError, "I/O channel eventfd read failed: errno ", errno);
+  }
+  io_uring_cqe* cqe;
+  unsigned head, seen = 0;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    Reap(cqe);
+    ++seen;
+  }
+  io_uring_cq_advance(&ring_, seen);
+  CheckDeadlines();
+  Issue();
+  io_uring_submit(&ring_);
+  // Work this channel had no slot for goes to the others.
+  if (free_.empty() && m_->sched_.backlog() > 0) m_->WakeChannels(this);
+  const uint64_t now = m_->Now();
+  uint64_t wake_at = m_->sched_.earliest_due_us();
+  for (const Slot& sl : slots_) {
+    if (sl.state == kBusy) wake_at = std::min(wake_at, sl.started_us + m_->options_.timeout_us);
+  }
+  if (wake_at == UINT64_MAX) return -1;
+  // At least 1 ms: a due run this channel did not take (no free slot, or one for a
+  // synchronous helper) must not make its driver spin.
+  return wake_at > now ? static_cast<int>(std::min<uint64_t>((wake_at - now) / 1000 + 1, 60'000))
+                       : 1;
+}
+
+absl::StatusOr<std::unique_ptr<IoManager>> IoManager::Create(const IoOptions& options, Env* env) {
+  if (options.channels == 0 || options.channels > 64) {
+    return PosixError(EINVAL, absl::StrCat("io_channels ", options.channels, " must be in 1..64"));
+  }
+  if (options.uring_channels == 0 || options.uring_channels > 64) {
+    return PosixError(EINVAL, absl::StrCat("io_uring channels ", options.uring_channels,
+                                           " must be in 1..64"));
+  }
+  if (options.depth == 0 || options.depth > 256) {
+    return PosixError(EINVAL, absl::StrCat("io_depth ", options.depth, " must be in 1..256"));
+  }
+  if (options.max_io_bytes < options.block_size || options.max_io_bytes > (64u << 20) ||
+      options.max_io_bytes % options.block_size != 0) {
+    return PosixError(EINVAL, absl::StrCat("io_max_bytes ", options.max_io_bytes,
+                                           " must be a multiple of the block size ",
+                                           options.block_size, " and at most 64 MiB"));
+  }
+  if (options.timeout_us == 0) return PosixError(EINVAL, "io_timeout_ms must be > 0");
+  Engine engine = options.engine;
+  if (engine == Engine::kAuto || engine == Engine::kUring) {
+    io_uring probe;
+    int r = io_uring_queue_init(4, &probe, 0);
+    if (r == 0) {
+      io_uring_queue_exit(&probe);
+      engine = Engine::kUring;
+    } else if (engine == Engine::kUring) {
+      return PosixError(-r, "io_engine=uring but io_uring_queue_init failed");
+    } else {
+      UMAP_LOG(kWarn, "io_uring unavailable (errno ", -r, "); using synchronous I/O channels");
+      engine = Engine::kPosix;
+    }
+  }
+  std::unique_ptr<IoManager> m(new IoManager(options, env, engine));
+  RETURN_IF_ERROR(m->Start());
+  return m;
+}
+
+IoManager::IoManager(const IoOptions& options, Env* env, Engine engine)
+    : options_(options),
+      env_(env),
+      engine_(engine),
+      max_blocks_(static_cast<uint32_t>(options.max_io_bytes / options.block_size)),
+      sched_(options.cache_blocks, options.max_queues) {}
+
+absl::Status IoManager::Start() {
+  const unsigned uring_slots =
+      engine_ == Engine::kUring ? options_.uring_channels * options_.depth : 0;
+  // Synchronous channels: the whole queue depth for the posix engine; beside io_uring, one
+  // helper per channel for files without a descriptor.
+  sync_count_ = engine_ == Engine::kPosix ? options_.channels * options_.depth : options_.channels;
+  buffers_len_ = static_cast<size_t>(uring_slots + sync_count_) * options_.max_io_bytes;
+  void* p = ::mmap(nullptr, buffers_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (p == MAP_FAILED) {
+    buffers_ = nullptr;
+    return PosixError(errno, absl::StrCat("allocating ", buffers_len_, " bytes of I/O buffers"));
+  }
+  buffers_ = static_cast<char*>(p);
+  for (unsigned c = 0; c < uring_slots / options_.depth; ++c) {
+    auto ch = std::make_unique<UringChannel>(
+        this, buffers_ + static_cast<size_t>(c) * options_.depth * options_.max_io_bytes);
+    RETURN_IF_ERROR(ch->Init());
+    uring_.push_back(std::move(ch));
+  }
+  sync_slots_.reset(new SyncSlot[sync_count_]);
+  char* sync_bufs = buffers_ + static_cast<size_t>(uring_slots) * options_.max_io_bytes;
+  for (unsigned i = 0; i < sync_count_; ++i) {
+    sync_slots_[i].buf = sync_bufs + static_cast<size_t>(i) * options_.max_io_bytes;
+  }
+  DriveChannelsExternally(false);
+  for (unsigned i = 0; i < sync_count_; ++i) {
+    threads_.emplace_back([this, i] { SyncLoop(i); });
+  }
+  threads_.emplace_back([this] { WatchdogLoop(); });
+  return absl::OkStatus();
+}
+
+IoManager::~IoManager() {
+  {
+    absl::MutexLock l(&watchdog_mu_);  // the watchdog's condition re-evaluates on release
+    stop_.store(true, std::memory_order_release);
+  }
+  sched_.NotifyAll();
+  for (auto& t : threads_) t.join();
+  StopOwnChannelThreads();
+  if (buffers_ != nullptr) ::munmap(buffers_, buffers_len_);
+}
+
+int IoManager::ChannelEventFd(unsigned i) const { return uring_[i]->event_fd(); }
+
+int IoManager::PumpChannel(unsigned i) { return uring_[i]->Pump(); }
+
+void IoManager::StopOwnChannelThreads() {
+  stop_channel_threads_.store(true, std::memory_order_release);
+  for (auto& ch : uring_) ch->Wake();
+  for (auto& t : channel_threads_) t.join();
+  channel_threads_.clear();
+}
+
+void IoManager::DriveChannelsExternally(bool external) {
+  StopOwnChannelThreads();
+  own_drivers_.store(!external, std::memory_order_release);
+  if (external) return;
+  stop_channel_threads_.store(false, std::memory_order_release);
+  for (unsigned i = 0; i < uring_.size(); ++i) {
+    channel_threads_.emplace_back([this, i] {
+      pollfd pfd = {uring_[i]->event_fd(), POLLIN, 0};
+      for (;;) {
+        const int timeout = uring_[i]->Pump();
+        // Reads still in flight stay in the ring for the next driver.
+        if (stop_channel_threads_.load(std::memory_order_acquire)) return;
+        ::poll(&pfd, 1, timeout);
+      }
+    });
+  }
+}
+
+IoQueue* IoManager::AddQueue(IoFileClient* client) { return new QueueState(client); }
+
+void IoManager::RemoveQueue(IoQueue* queue) {
+  QueueState* qs = StateOf(queue);
+  qs->closing.store(true, std::memory_order_release);
+  std::vector<std::pair<uint64_t, uint32_t>> dropped;
+  sched_.Close(queue, &dropped);
+  for (const auto& [block, cb] : dropped) {
+    Run r;
+    r.queue = queue;
+    r.first = block;
+    r.count = 1;
+    Fail(r, absl::CancelledError("mapping is being removed"));
+  }
+  // Reads in flight (or waiting for a retry) finish or are dropped by their channels.
+  while (qs->outstanding.load(std::memory_order_acquire) > 0) {
+    WakeChannels();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  delete qs;
+}
+
+void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb) {
+  StateOf(queue)->outstanding.fetch_add(1, std::memory_order_relaxed);
+  sched_.Push(queue, block, cb, Now());
+  // The submitting handler pumps its own channel after its batch of faults; only the
+  // manager's own drivers (before handlers attach) need a wake-up.
+  if (own_drivers_.load(std::memory_order_acquire)) WakeChannels();
+}
+
+void IoManager::WakeChannels(const UringChannel* except) {
+  // Rare (retries, a channel out of slots, queue removal): drivers poll the eventfds.
+  for (auto& ch : uring_) {
+    if (ch.get() != except) ch->Wake();
+  }
+}
+
+void IoManager::Finish(const Run& run, char* buf, int64_t res) {
+  QueueState* qs = StateOf(run.queue);
+  IoFileClient* c = qs->client;
+  if (res == -EINVAL && c->FallBackToBuffered()) {
+    sched_.Requeue(run, 0);
+    WakeChannels();
+    return;
+  }
+  if (res == -EAGAIN || res == -EINTR) {
+    Run again = run;
+    sched_.Requeue(again, Now() + 1000);
+    WakeChannels();
+    return;
+  }
+  const uint64_t off = c->ByteOffset(run.first);
+  if (res < 0) {
+    Fail(run, PosixError(static_cast<int>(-res),
+                         absl::StrCat("read of ", run.count, " blocks of ",
+                                      c->read_file()->name(), " at offset ", off)));
+    return;
+  }
+  const size_t valid = c->ValidBytes(run.first, run.count);
+  size_t got = static_cast<size_t>(res);
+  if (got < valid) {
+    // Short read: the rest is read synchronously (ReadAt loops to EOF); zeros only where
+    // the file really ends (it shrank since map time).
+    counters_.sync_reads.fetch_add(1, std::memory_order_relaxed);
+    auto n = c->read_file()->ReadAt(off + got, absl::MakeSpan(buf + got, valid - got));
+    if (!n.ok()) {
+      Fail(run, n.status());
+      return;
+    }
+    got += *n;
+    if (got < valid) std::memset(buf + got, 0, valid - got);
+  }
+  counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.blocks.fetch_add(run.count, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(valid, std::memory_order_relaxed);
+  counters_.size_hist[SizeBucket(static_cast<size_t>(run.count) * options_.block_size)]
+      .fetch_add(1, std::memory_order_relaxed);
+  c->Complete(run, buf, absl::OkStatus());
+  qs->outstanding.fetch_sub(run.count, std::memory_order_release);
+}
+
+void IoManager::Fail(const Run& run, const absl::Status& st) {
+  QueueState* qs = StateOf(run.queue);
+  if (!absl::IsCancelled(st)) counters_.errors.fetch_add(1, std::memory_order_relaxed);
+  qs->client->Complete(run, nullptr, st);
+  qs->outstanding.fetch_sub(run.count, std::memory_order_release);
+}
+
+void IoManager::RetryOrFail(const Run& run, const char* what, uint64_t age_us) {
+  counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+  IoFileClient* c = StateOf(run.queue)->client;
+  const uint64_t off = c->ByteOffset(run.first);
+  // The watchdog's report: which file, where, how long, and what happens next.
+  UMAP_LOG(kWarn, what, " of ", c->read_file()->name(), " offset ", off, " length ",
+           static_cast<uint64_t>(run.count) * options_.block_size, " stalled for ",
+           age_us / 1000, " ms (attempt ", run.attempt + 1, " of ", options_.retries + 1,
+           run.attempt < options_.retries ? "); retrying" : "); giving up");
+  if (run.attempt < options_.retries) {
+    counters_.retries.fetch_add(1, std::memory_order_relaxed);
+    Run again = run;
+    again.attempt++;
+    sched_.Requeue(again, Now() + BackoffUs(run.attempt));
+    WakeChannels();
+    return;
+  }
+  Fail(run, PosixError(ETIMEDOUT, absl::StrCat("read of ", c->read_file()->name(),
+                                               " at offset ", off, " timed out ",
+                                               options_.retries + 1, " times (io_timeout_ms=",
+                                               options_.timeout_us / 1000, ")")));
+}
+
+void IoManager::SyncLoop(unsigned index) {
+  SyncSlot& slot = sync_slots_[index];
+  const IoScheduler::Taker who = engine_ == Engine::kPosix ? IoScheduler::Taker::kSync
+                                                            : IoScheduler::Taker::kSyncHelper;
+  for (;;) {
+    sched_.WaitForWork(&stop_, who, [this] { return Now(); });
+    if (stop_.load(std::memory_order_acquire)) return;
+    Run r;
+    if (!sched_.Next(max_blocks_, Now(), who, &r)) continue;
+    QueueState* qs = StateOf(r.queue);
+    if (qs->closing.load(std::memory_order_acquire)) {
+      Fail(r, absl::CancelledError("mapping is being removed"));
+      continue;
+    }
+    if (r.attempt == 0 && !r.sync_only) {
+      counters_.queue_wait_us.fetch_add(Now() - r.enqueued_us, std::memory_order_relaxed);
+    }
+    slot.run = r;
+    slot.started_us.store(Now(), std::memory_order_relaxed);
+    slot.state.store(kBusy, std::memory_order_release);
+    IoFileClient* c = qs->client;
+    const size_t valid = c->ValidBytes(r.first, r.count);
+    auto n = c->read_file()->ReadAt(c->ByteOffset(r.first), absl::MakeSpan(slot.buf, valid));
+    int expected = kBusy;
+    if (!slot.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
+      // The watchdog abandoned this attempt (retried or failed it): drop the late result.
+      slot.state.store(kIdle, std::memory_order_release);
+      continue;
+    }
+    if (!n.ok()) {
+      int err = ErrnoFromStatus(n.status());
+      if (err == EINVAL && c->FallBackToBuffered()) {
+        sched_.Requeue(r, 0);
+        continue;
+      }
+      Fail(r, n.status());
+      continue;
+    }
+    Finish(r, slot.buf, static_cast<int64_t>(*n));
+  }
+}
+
+void IoManager::WatchdogLoop() {
+  // Deadlines of synchronous reads (io_uring channels watch their own slots).
+  const auto period = std::chrono::microseconds(
+      std::clamp<uint64_t>(options_.timeout_us / 4, 1000, 100'000));
+  for (;;) {
+    {
+      // Woken early by the destructor, so that destroying a runtime never waits a period.
+      absl::MutexLock l(&watchdog_mu_);
+      watchdog_mu_.AwaitWithTimeout(absl::Condition(
+                                        +[](std::atomic<bool>* stop) {
+                                          return stop->load(std::memory_order_acquire);
+                                        },
+                                        &stop_),
+                                    absl::FromChrono(period));
+    }
+    if (stop_.load(std::memory_order_acquire)) return;
+    const uint64_t now = Now();
+    for (unsigned i = 0; i < sync_count_; ++i) {
+      SyncSlot& s = sync_slots_[i];
+      if (s.state.load(std::memory_order_acquire) != kBusy) continue;
+      const uint64_t started = s.started_us.load(std::memory_order_relaxed);
+      if (now < started || now - started < options_.timeout_us) continue;
+      int expected = kBusy;
+      if (!s.state.compare_exchange_strong(expected, kAbandoned, std::memory_order_acq_rel)) {
+        continue;
+      }
+      RetryOrFail(s.run, "read", now - started);
+    }
+    // Retries that no channel took within a whole timeout (every one that could is stuck
+    // on the same hung file system) count as timed out too, so the budget still runs out
+    // and the fault gets its error instead of waiting for ever.
+    Run r;
+    while (now > options_.timeout_us && sched_.TakeOverdue(now - options_.timeout_us, &r)) {
+      RetryOrFail(r, "queued retry", options_.timeout_us);
+    }
+  }
+}
+
+}  // namespace umap::runtime::io
+
+namespace umap::runtime::io {
+
+// A ring for one Write call at a time (write-backs run on umsync and write-back threads,
+// not on channels): taken from a small pool, created on first need.
+struct IoManager::WriteRing {
+  io_uring ring{};
+  bool ok = false;
+  ~WriteRing() {
+    if (ok) io_uring_queue_exit(&ring);
+  }
+};
+
+std::unique_ptr<IoManager::WriteRing> IoManager::TakeWriteRing() {
+  {
+    absl::MutexLock l(&write_rings_mu_);
+    if (!write_rings_.empty()) {
+      std::unique_ptr<WriteRing> r = std::move(write_rings_.back());
+      write_rings_.pop_back();
+      return r;
+    }
+  }
+  auto r = std::make_unique<WriteRing>();
+  r->ok = io_uring_queue_init(2 * options_.depth + 2, &r->ring, 0) == 0;
+  return r;
+}
+
+void IoManager::ReturnWriteRing(std::unique_ptr<WriteRing> ring) {
+  absl::MutexLock l(&write_rings_mu_);
+  write_rings_.push_back(std::move(ring));
+}
+
+absl::Status IoManager::Write(File* file, absl::Span<const WritePiece> pieces,
+                              absl::FunctionRef<void()> before_each) {
+  // Runs of pieces adjacent in the file, each at most max_io_bytes and IOV_MAX pieces.
+  struct WriteRun {
+    uint64_t offset;
+    size_t first;  // index into iov
+    unsigned count;
+    size_t bytes;
+  };
+  std::vector<iovec> iov;
+  std::vector<WriteRun> runs;
+  iov.reserve(pieces.size());
+  for (const WritePiece& p : pieces) {
+    if (!runs.empty()) {
+      WriteRun& r = runs.back();
+      if (r.offset + r.bytes == p.offset && r.bytes + p.len <= options_.max_io_bytes &&
+          r.count < IOV_MAX) {
+        iov.push_back({const_cast<char*>(p.data), p.len});
+        r.count++;
+        r.bytes += p.len;
+        continue;
+      }
+    }
+    runs.push_back({p.offset, iov.size(), 1, p.len});
+    iov.push_back({const_cast<char*>(p.data), p.len});
+  }
+  // Writes the part of run r from byte `skip` on with File::WriteAt, piece by piece.
+  auto write_sync = [&](const WriteRun& r, size_t skip) -> absl::Status {
+    uint64_t off = r.offset;
+    for (unsigned k = 0; k < r.count; ++k) {
+      const iovec& v = iov[r.first + k];
+      if (skip >= v.iov_len) {
+        skip -= v.iov_len;
+        off += v.iov_len;
+        continue;
+      }
+      RETURN_IF_ERROR(file->WriteAt(off + skip, absl::MakeConstSpan(
+                                                    static_cast<const char*>(v.iov_base) + skip,
+                                                    v.iov_len - skip)));
+      off += v.iov_len;
+      skip = 0;
+    }
+    return absl::OkStatus();
+  };
+  const bool concurrent = engine_ == Engine::kUring && file->fd() >= 0 && runs.size() > 1 &&
+                          !crash_point::Active();
+  std::unique_ptr<WriteRing> wr;
+  if (concurrent) wr = TakeWriteRing();
+  if (wr == nullptr || !wr->ok) {
+    for (const WriteRun& r : runs) {
+      before_each();
+      RETURN_IF_ERROR(write_sync(r, 0));
+      counters_.writes.fetch_add(1, std::memory_order_relaxed);
+      counters_.write_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+    }
+    return absl::OkStatus();
+  }
+  io_uring* ring = &wr->ring;
+  std::vector<uint64_t> started(runs.size(), 0);
+  std::vector<bool> timed_out(runs.size(), false);
+  absl::Status first_error;
+  size_t next = 0, inflight = 0;
+  while (next < runs.size() || inflight > 0) {
+    while (next < runs.size() && inflight < options_.depth) {
+      const WriteRun& r = runs[next];
+      before_each();
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);
+      if (sqe == nullptr) break;
+      io_uring_prep_writev(sqe, file->fd(), &iov[r.first], r.count, r.offset);
+      io_uring_sqe_set_data64(sqe, next);
+      started[next] = Now();
+      ++next;
+      ++inflight;
+    }
+    io_uring_submit(ring);
+    // Wait for a completion, at most until the oldest write's deadline.
+    uint64_t deadline = UINT64_MAX;
+    for (size_t i = 0; i < next; ++i) {
+      if (started[i] != 0 && !timed_out[i]) {
+        deadline = std::min(deadline, started[i] + options_.timeout_us);
+      }
+    }
+    io_uring_cqe* cqe = nullptr;
+    const uint64_t now = Now();
+    int rc;
+    if (deadline == UINT64_MAX) {
+      rc = io_uring_wait_cqe(ring, &cqe);
+    } else {
+      const uint64_t us = deadline > now ? deadline - now : 0;
+      __kernel_timespec ts{static_cast<long long>(us / 1'000'000),
+                           static_cast<long long>(us % 1'000'000) * 1000};
+      rc = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+    }
+    if (rc == -ETIME || rc == -EINTR) {
+      // The watchdog's report, then cancellation; a write that cannot be cancelled (a hung
+      // FUSE request) is still waited for, since its buffer is the caller's.
+      const uint64_t t = Now();
+      for (size_t i = 0; i < next; ++i) {
+        if (started[i] == 0 || timed_out[i] || t - started[i] < options_.timeout_us) continue;
+        timed_out[i] = true;
+        counters_.write_timeouts.fetch_add(1, std::memory_order_relaxed);
+        UMAP_LOG(kWarn, "write of ", file->name(), " offset ", runs[i].offset, " length ",
+                 runs[i].bytes, " stalled for ", (t - started[i]) / 1000,
+                 " ms; cancelling it (the umsync returns ETIMEDOUT; the journal keeps the data)");
+        io_uring_sqe* sqe = io_uring_get_sqe(ring);
+        if (sqe != nullptr) {
+          io_uring_prep_cancel64(sqe, i, 0);
+          io_uring_sqe_set_data64(sqe, kCancelTag);
+        }
+      }
+      continue;
+    }
+    if (rc < 0) {
+      if (first_error.ok()) first_error = PosixError(-rc, "waiting for write completions");
+      break;  // unreachable in practice; the ring is left to drain below
+    }
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      ++seen;
+      const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if (tag == kCancelTag) continue;
+      --inflight;
+      const WriteRun& r = runs[tag];
+      started[tag] = 0;
+      const int res = cqe->res;
+      if (res < 0) {
+        if (first_error.ok()) {
+          first_error = timed_out[tag] && res == -ECANCELED
+                            ? PosixError(ETIMEDOUT, absl::StrCat(
+                                  "write of ", file->name(), " at offset ", r.offset,
+                                  " timed out (io_timeout_ms=", options_.timeout_us / 1000, ")"))
+                            : PosixError(-res, absl::StrCat("write of ", r.bytes, " bytes to ",
+                                                            file->name(), " at offset ",
+                                                            r.offset));
+        }
+        continue;
+      }
+      if (static_cast<size_t>(res) < r.bytes) {
+        // Short write: the rest goes through WriteAt (which loops on short writes).
+        absl::Status s = write_sync(r, static_cast<size_t>(res));
+        if (!s.ok() && first_error.ok()) first_error = s;
+        if (!s.ok()) continue;
+      }
+      counters_.writes.fetch_add(1, std::memory_order_relaxed);
+      counters_.write_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
+    }
+    io_uring_cq_advance(ring, seen);
+    // After an error, issue nothing more; the ones in flight are waited for.
+    if (!first_error.ok()) next = runs.size();
+  }
+  if (inflight == 0) ReturnWriteRing(std::move(wr));
+  // else: a ring with requests we could not reap is leaked on purpose (never reused).
+  if (first_error.ok()) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (timed_out[i]) {
+        return PosixError(ETIMEDOUT, absl::StrCat("write of ", file->name(), " at offset ",
+                                                  runs[i].offset, " passed its deadline"));
+      }
+    }
+  }
+  return first_error;
+}
+
+}  // namespace umap::runtime::io

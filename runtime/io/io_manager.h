@@ -1,0 +1,190 @@
+// IoManager: the communication manager. Fills queued by the fault handlers are merged by
+// the IoScheduler (PIAO + FIFO per file, least-served across files) and read by I/O channels:
+//
+//   io_uring channels (default where the kernel offers io_uring): one ring each, up to
+//     `depth` merged reads in flight per channel, so a few threads keep many requests
+//     outstanding. The channels are driven by the runtime's fault handler threads (one
+//     channel each): a handler queues the misses of a batch of faults, then pumps its
+//     channel (reap completions, check deadlines, issue merged reads) and polls the
+//     userfaultfd and the channel's eventfd (signalled by each completion) together. No
+//     thread hop between a fault and its read: measured here, a separate channel thread cost
+//     a quarter of single-thread miss throughput. Until handlers attach (and after they
+//     stop) the manager drives the channels with threads of its own.
+//   synchronous channels ("posix"): threads calling File::ReadAt one run at a time. Chosen
+//     when io_uring is unavailable or asked for, and always used for files without a
+//     descriptor (memory env, fault-injecting wrappers), so tests exercise the same queues.
+//
+// Deadlines: every read attempt has `timeout_us`. On expiry the attempt is abandoned (an
+// io_uring read is also cancelled), the watchdog logs the file, offset, length and age, and
+// the run is retried after a backoff (10 ms doubling, at most 1 s) up to `retries` times;
+// then the client gets ETIMEDOUT (a fault then raises SIGBUS with the reason logged). An
+// abandoned attempt keeps its buffer until the kernel or the stalled call returns, so a late
+// completion never lands in memory that was reused. Other read errors are not retried.
+//
+// Memory: each channel slot has one max_io_bytes buffer, page-aligned (O_DIRECT-safe), all
+// allocated at Create; the fault path allocates nothing.
+//
+// Thread safety: Submit from any thread; AddQueue/RemoveQueue from map/unmap. The client's
+// Complete runs on a channel (or watchdog) thread, never under a scheduler lock.
+#ifndef UMAP_RUNTIME_IO_IO_MANAGER_H_
+#define UMAP_RUNTIME_IO_IO_MANAGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "runtime/io/scheduler.h"
+#include "umap/env.h"
+
+namespace umap::runtime::io {
+
+enum class Engine { kAuto, kUring, kPosix };
+
+struct IoOptions {
+  Engine engine = Engine::kAuto;
+  unsigned channels = 2;          // posix engine: groups of `depth` synchronous threads
+  unsigned uring_channels = 2;    // io_uring engine: rings (one per fault handler thread)
+  unsigned depth = 16;            // merged reads in flight per channel
+  size_t max_io_bytes = 512 << 10;  // largest merged read or write
+  size_t block_size = 4096;
+  uint32_t cache_blocks = 0;      // pool size: bounds the fills that can be queued
+  uint32_t max_queues = 4096;
+  uint64_t timeout_us = 30'000'000;
+  unsigned retries = 3;
+};
+
+// Bucket k counts reads of [4 KiB << k, 4 KiB << (k+1)); the last bucket is open-ended.
+inline constexpr int kSizeBuckets = 12;
+
+struct IoCounters {
+  std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
+      retries{0}, errors{0}, sync_reads{0};
+  std::atomic<uint64_t> writes{0}, write_bytes{0}, write_timeouts{0};
+  std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
+};
+
+// The owner of a file queue (a Mapping). All methods are called without scheduler locks
+// except QueuedCb (IoClient in scheduler.h).
+class IoFileClient : public IoClient {
+ public:
+  // The file to read (an O_DIRECT handle where possible) and the byte offset of `block`.
+  virtual File* read_file() = 0;
+  virtual uint64_t ByteOffset(uint64_t block) const = 0;
+  // Bytes of blocks [first, first+count) inside the file: count * block_size except at EOF.
+  virtual size_t ValidBytes(uint64_t first, uint32_t count) const = 0;
+  // The run was read into buf (ValidBytes of it are data), or failed for good with `st`
+  // (buf is null then; kCancelled when the queue is being removed).
+  virtual void Complete(const Run& run, char* buf, const absl::Status& st) = 0;
+  // The direct handle refused a read with EINVAL: switch to buffered reads. Returns true if
+  // it switched (the read is then retried at once, not counted as a retry).
+  virtual bool FallBackToBuffered() = 0;
+};
+
+// One piece of a write-back: `len` bytes from `data` go to `offset`.
+struct WritePiece {
+  uint64_t offset;
+  const char* data;
+  size_t len;
+};
+
+class IoManager {
+ public:
+  static absl::StatusOr<std::unique_ptr<IoManager>> Create(const IoOptions& options, Env* env);
+  // REQUIRES: every queue was removed.
+  ~IoManager();
+
+  Engine engine() const { return engine_; }
+  // io_uring channels (0 with the posix engine). A thread driving channel i calls
+  // PumpChannel(i) after queueing work and whenever ChannelEventFd(i) is readable, and
+  // polls at most the returned number of ms (-1: no deadline pending).
+  unsigned channel_count() const { return static_cast<unsigned>(uring_.size()); }
+  int ChannelEventFd(unsigned i) const;
+  int PumpChannel(unsigned i);
+  // Hands the channels to outside threads (the fault handlers) from now on, or takes them
+  // back (own threads). REQUIRES: no outside thread is pumping when taking them back.
+  void DriveChannelsExternally(bool external);
+  const IoOptions& options() const { return options_; }
+  IoCounters& counters() { return counters_; }
+
+  IoQueue* AddQueue(IoFileClient* client);
+  // Drops the queue's queued fills (Complete with kCancelled) and waits for its reads in
+  // flight. REQUIRES: nothing submits to it any more.
+  void RemoveQueue(IoQueue* queue);
+
+  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete.
+  void Submit(IoQueue* queue, uint64_t block, uint32_t cb);
+
+  // Writes every piece to `file` and returns when all are done: pieces adjacent in the file
+  // merge into one vectored write of at most max_io_bytes, and with io_uring up to `depth`
+  // of those are in flight at once (a DFS charges per request, so a umsync of scattered
+  // blocks is not a row of round trips). `before_each` runs before each write is issued
+  // (crash points). No fdatasync. Errors: the first write error; ETIMEDOUT when a write
+  // passed its deadline (it was cancelled or, if it could not be, waited for: the caller's
+  // buffers are never left to the kernel). Either way the caller treats the pieces as not
+  // written (the journal keeps them). REQUIRES: pieces sorted by offset, none overlapping,
+  // so no two writes of one block are ever in flight together.
+  // Concurrent only on io_uring, for files with a descriptor, while no crash point is
+  // armed (then the n-th `before_each` finds exactly n-1 writes done).
+  absl::Status Write(File* file, absl::Span<const WritePiece> pieces,
+                     absl::FunctionRef<void()> before_each);
+
+ private:
+  struct QueueState;
+  class UringChannel;
+  struct WriteRing;
+  std::unique_ptr<WriteRing> TakeWriteRing();
+  void ReturnWriteRing(std::unique_ptr<WriteRing> ring);
+  IoManager(const IoOptions& options, Env* env, Engine engine);
+  absl::Status Start();
+  // Synchronous channel `index`: takes runs and reads them with File::ReadAt.
+  void SyncLoop(unsigned index);
+  void WatchdogLoop();
+  // Completes, retries or fails a finished attempt: `res` bytes read or -errno.
+  void Finish(const Run& run, char* buf, int64_t res);
+  void Fail(const Run& run, const absl::Status& st);
+  void RetryOrFail(const Run& run, const char* what, uint64_t age_us);
+  QueueState* StateOf(IoQueue* q) const;
+  void WakeChannels(const UringChannel* except = nullptr);
+  void StopOwnChannelThreads();
+  uint64_t Now() const { return env_->NowMicros(); }
+
+  const IoOptions options_;
+  Env* const env_;
+  const Engine engine_;
+  const uint32_t max_blocks_;
+  IoScheduler sched_;
+  IoCounters counters_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<UringChannel>> uring_;
+  std::vector<std::thread> threads_;
+  std::vector<std::thread> channel_threads_;  // own drivers of the uring channels
+  std::atomic<bool> stop_channel_threads_{false};
+  std::atomic<bool> own_drivers_{false};
+
+  // Synchronous channel slots, watched for deadlines by the watchdog thread.
+  struct SyncSlot {
+    std::atomic<int> state{0};  // kIdle, kBusy, kAbandoned
+    Run run;
+    std::atomic<uint64_t> started_us{0};
+    char* buf = nullptr;
+  };
+  std::unique_ptr<SyncSlot[]> sync_slots_;
+  unsigned sync_count_ = 0;
+  char* buffers_ = nullptr;
+  size_t buffers_len_ = 0;
+
+  absl::Mutex watchdog_mu_;  // only to wake the watchdog at destruction
+  absl::Mutex write_rings_mu_;
+  std::vector<std::unique_ptr<WriteRing>> write_rings_ ABSL_GUARDED_BY(write_rings_mu_);
+};
+
+}  // namespace umap::runtime::io
+
+#endif  // UMAP_RUNTIME_IO_IO_MANAGER_H_
