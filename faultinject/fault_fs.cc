@@ -83,6 +83,7 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
 
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = BeforeWrite(FsOp::kAppend, "append");
     if (s.ok()) s = target()->Append(data, options, dbg);
     if (s.ok()) fs_->OnAppended(path_, data.size(), /*positioned=*/false);
@@ -91,6 +92,7 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
                            const rocksdb::DataVerificationInfo& info,
                            rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = BeforeWrite(FsOp::kAppend, "append");
     if (s.ok()) s = target()->Append(data, options, info, dbg);
     if (s.ok()) fs_->OnAppended(path_, data.size(), /*positioned=*/false);
@@ -99,6 +101,7 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
   rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& data, uint64_t offset,
                                      const rocksdb::IOOptions& options,
                                      rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = BeforeWrite(FsOp::kAppend, "positioned append");
     if (s.ok()) s = target()->PositionedAppend(data, offset, options, dbg);
     if (s.ok()) fs_->OnAppended(path_, offset + data.size(), /*positioned=*/true);
@@ -108,6 +111,7 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
                                      const rocksdb::IOOptions& options,
                                      const rocksdb::DataVerificationInfo& info,
                                      rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = BeforeWrite(FsOp::kAppend, "positioned append");
     if (s.ok()) s = target()->PositionedAppend(data, offset, options, info, dbg);
     if (s.ok()) fs_->OnAppended(path_, offset + data.size(), /*positioned=*/true);
@@ -115,12 +119,14 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
   }
   rocksdb::IOStatus Truncate(uint64_t size, const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     if (fs_->IsFrozen()) return fs_->Refuse("truncate " + path_);
     rocksdb::IOStatus s = target()->Truncate(size, options, dbg);
     if (s.ok()) fs_->OnTruncated(path_, size);
     return s;
   }
   rocksdb::IOStatus Flush(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     if (fs_->IsFrozen()) return fs_->Refuse("flush " + path_);
     return target()->Flush(options, dbg);
   }
@@ -133,10 +139,12 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
   // sync_file_range: starts writeback, promises nothing about durability.
   rocksdb::IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const rocksdb::IOOptions& options,
                               rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     if (fs_->IsFrozen()) return fs_->Refuse("range sync " + path_);
     return target()->RangeSync(offset, nbytes, options, dbg);
   }
   rocksdb::IOStatus Close(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     if (fs_->IsFrozen()) return fs_->Refuse("close " + path_);
     rocksdb::IOStatus s = fs_->Inject(FsOp::kClose, path_);
     if (!s.ok()) return s;
@@ -151,6 +159,7 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
 
   rocksdb::IOStatus DoSync(FsOp op, const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = BeforeWrite(op, FsOpName(op));
     if (!s.ok()) return s;
     // Only what was appended before the sync started is known to be covered by it.
@@ -170,6 +179,7 @@ class FaultDirectory final : public rocksdb::FSDirectoryWrapper {
       : FSDirectoryWrapper(std::move(t)), fs_(fs), dir_(std::move(dir)) {}
 
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = Before();
     if (s.ok()) s = FSDirectoryWrapper::Fsync(options, dbg);
     if (s.ok()) fs_->OnDirSynced(dir_);
@@ -178,6 +188,7 @@ class FaultDirectory final : public rocksdb::FSDirectoryWrapper {
   rocksdb::IOStatus FsyncWithDirOptions(const rocksdb::IOOptions& options,
                                         rocksdb::IODebugContext* dbg,
                                         const rocksdb::DirFsyncOptions& dir_options) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = Before();
     if (s.ok()) s = FSDirectoryWrapper::FsyncWithDirOptions(options, dbg, dir_options);
     if (s.ok()) fs_->OnDirSynced(dir_);
@@ -313,6 +324,7 @@ rocksdb::IOStatus FaultFs::NewWritableFile(const std::string& fname,
                                            const rocksdb::FileOptions& opts,
                                            std::unique_ptr<rocksdb::FSWritableFile>* result,
                                            rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("create " + fname);
   rocksdb::IOStatus s = Inject(FsOp::kNewWritableFile, fname);
   if (!s.ok()) return s;
@@ -333,6 +345,7 @@ rocksdb::IOStatus FaultFs::ReopenWritableFile(const std::string& fname,
                                               const rocksdb::FileOptions& opts,
                                               std::unique_ptr<rocksdb::FSWritableFile>* result,
                                               rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("reopen " + fname);
   rocksdb::IOStatus s = Inject(FsOp::kNewWritableFile, fname);
   if (!s.ok()) return s;
@@ -379,6 +392,7 @@ rocksdb::IOStatus FaultFs::NewDirectory(const std::string& name, const rocksdb::
 rocksdb::IOStatus FaultFs::RenameFile(const std::string& src, const std::string& dst,
                                       const rocksdb::IOOptions& opts,
                                       rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("rename " + src);
   rocksdb::IOStatus s = Inject(FsOp::kRenameFile, dst);
   if (!s.ok()) return s;
@@ -408,6 +422,7 @@ rocksdb::IOStatus FaultFs::RenameFile(const std::string& src, const std::string&
 
 rocksdb::IOStatus FaultFs::LinkFile(const std::string& src, const std::string& dst,
                                     const rocksdb::IOOptions& opts, rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("link " + src);
   rocksdb::IOStatus s = target()->LinkFile(src, dst, opts, dbg);
   if (s.ok()) OnCreated(dst, std::nullopt);
@@ -416,6 +431,7 @@ rocksdb::IOStatus FaultFs::LinkFile(const std::string& src, const std::string& d
 
 rocksdb::IOStatus FaultFs::DeleteFile(const std::string& fname, const rocksdb::IOOptions& opts,
                                       rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("delete " + fname);
   rocksdb::IOStatus s = target()->DeleteFile(fname, opts, dbg);
   if (!s.ok()) return s;
@@ -433,6 +449,7 @@ rocksdb::IOStatus FaultFs::DeleteFile(const std::string& fname, const rocksdb::I
 
 rocksdb::IOStatus FaultFs::Truncate(const std::string& fname, size_t size,
                                     const rocksdb::IOOptions& opts, rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("truncate " + fname);
   rocksdb::IOStatus s = target()->Truncate(fname, size, opts, dbg);
   if (s.ok()) OnTruncated(fname, size);
@@ -441,6 +458,7 @@ rocksdb::IOStatus FaultFs::Truncate(const std::string& fname, size_t size,
 
 rocksdb::IOStatus FaultFs::CreateDir(const std::string& dir, const rocksdb::IOOptions& opts,
                                      rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("mkdir " + dir);
   return target()->CreateDir(dir, opts, dbg);
 }
@@ -448,17 +466,26 @@ rocksdb::IOStatus FaultFs::CreateDir(const std::string& dir, const rocksdb::IOOp
 rocksdb::IOStatus FaultFs::CreateDirIfMissing(const std::string& dir,
                                               const rocksdb::IOOptions& opts,
                                               rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("mkdir " + dir);
   return target()->CreateDirIfMissing(dir, opts, dbg);
 }
 
 rocksdb::IOStatus FaultFs::DeleteDir(const std::string& dir, const rocksdb::IOOptions& opts,
                                      rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
   if (IsFrozen()) return Refuse("rmdir " + dir);
   return target()->DeleteDir(dir, opts, dbg);
 }
 
-void FaultFs::SimulatePowerCut() { frozen_.store(true); }
+void FaultFs::SimulatePowerCut() {
+  // Waits for calls that passed their frozen check and are still writing: once this
+  // returns, nothing reaches the base FileSystem any more, so DropUnsyncedData sees every
+  // byte that will ever land (without it, an append in flight at the cut could land after
+  // the drop, and a frozen journal's files could still change).
+  absl::MutexLock l(&freeze_mu_);
+  frozen_.store(true);
+}
 
 bool FaultFs::frozen() const { return frozen_.load(); }
 

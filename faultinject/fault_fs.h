@@ -16,7 +16,8 @@
 //   - tracks, per writable file, the bytes appended and the size at its last successful
 //     Sync/Fsync, and, per directory, the files created (or renamed into it) since the
 //     directory's last fsync (NewDirectory(dir)->Fsync);
-//   - SimulatePowerCut() freezes it: every later open, write, sync, rename, delete and
+//   - SimulatePowerCut() freezes it (waiting for writes already in flight, so that none
+//     lands after it returns): every later open, write, sync, rename, delete and
 //     directory call fails with IOError (files already open for reading are not wrapped
 //     and keep reading). DropUnsyncedData() then truncates every file to its last synced
 //     size (or tears it at a random sector boundary of the unsynced tail, optionally with
@@ -232,6 +233,10 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   std::array<std::atomic<uint64_t>, kNumFsOps> fired_{};
   std::atomic<uint64_t> refused_{0};
   std::atomic<bool> frozen_{false};
+  // Held shared by every call that writes through to the base FileSystem, from its frozen
+  // check to its end; SimulatePowerCut takes it exclusively, so that it returns only when
+  // no such call is in flight.
+  mutable absl::Mutex freeze_mu_;
 
   mutable absl::Mutex mu_;
   std::array<std::optional<Rule>, kNumFsOps> rules_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,8 @@
 #include "runtime/journal_write_back.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,9 +18,8 @@ absl::StatusOr<std::unique_ptr<JournalHandle>> JournalHandle::Open(
   return std::unique_ptr<JournalHandle>(new JournalHandle(std::move(options), std::move(j)));
 }
 
-uint64_t JournalHandle::reopens() const {
-  absl::ReaderMutexLock l(&mu_);
-  return reopens_;
+void JournalHandle::SleepBeforeRetry(int attempt) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
 }
 
 absl::Status JournalHandle::ReopenIfPoisoned() {
@@ -41,7 +42,7 @@ absl::Status JournalHandle::ReopenIfPoisoned() {
   auto j = journal::Journal::Open(o);
   if (!j.ok()) return j.status();
   journal_ = std::move(*j);
-  ++reopens_;
+  reopens_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -84,12 +85,15 @@ uint64_t Bytes(const journal::Transaction& t) {
 }
 }  // namespace
 
-absl::Status JournalWriteBack::AdoptSurvivors() {
+absl::Status JournalWriteBack::AdoptSurvivors(bool for_read) {
   if (!commit_failed_) return absl::OkStatus();
   // Run() reopens a poisoned journal first, so what we list is what reached its disk. Only
   // this sink commits for this mapping, always under apply_mu_: a pending transaction of the
   // mapping newer than last_lsn_ can only be one whose Commit returned an error.
-  RETURN_IF_ERROR(journal_->Run([&](journal::Journal& j) -> absl::Status {
+  bool adopted = false;
+  auto adopt = [&](journal::Journal& j) -> absl::Status {
+    if (for_read && journal_->reopens() == failed_instance_) return absl::OkStatus();
+    adopted = true;
     for (uint64_t lsn : j.PendingLsns()) {
       if (lsn <= last_lsn_ || unapplied_.contains(lsn)) continue;
       absl::StatusOr<journal::Transaction> t = j.ReadTransaction(lsn);
@@ -102,17 +106,19 @@ absl::Status JournalWriteBack::AdoptSurvivors() {
       last_lsn_ = lsn;
     }
     return absl::OkStatus();
-  }));
-  commit_failed_ = false;
+  };
+  RETURN_IF_ERROR(for_read ? journal_->Read(adopt) : journal_->Run(adopt));
+  if (adopted) commit_failed_ = false;
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> JournalWriteBack::ReadEvicted(uint64_t block, absl::Span<char> dst) {
   absl::MutexLock l(&apply_mu_);
   // A surviving failed commit may have taken this block's staged image.
-  RETURN_IF_ERROR(AdoptSurvivors());
+  RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/true));
   // Newest first: a staged image is newer than any committed one of the same block.
-  auto staged = journal_->Run([&](journal::Journal& j) { return j.ReadStaged(mapping_id_, block); });
+  auto staged =
+      journal_->Read([&](journal::Journal& j) { return j.ReadStaged(mapping_id_, block); });
   if (!staged.ok()) return staged.status();
   if (staged->has_value()) {
     const std::string& img = **staged;
@@ -145,9 +151,11 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
   absl::MutexLock l(&apply_mu_);
   // Survivors of an earlier failed commit come first: they are older, and in the atomic
   // policy they hold staged images that this commit would no longer find.
-  RETURN_IF_ERROR(AdoptSurvivors());
+  RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
   UMAP_CRASH_POINT("journal.before_commit");
+  uint64_t instance = 0;
   auto txn = journal_->Run([&](journal::Journal& j) {
+    instance = journal_->reopens();
     return j.Commit(mapping_id_, writes, first, std::max(first, end));
   });
   // A failed commit is indeterminate (present or absent after a crash, never partial); the
@@ -155,6 +163,7 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
   // reopen, AdoptSurvivors applies it before anything newer.
   if (!txn.ok()) {
     commit_failed_ = true;
+    failed_instance_ = instance;
     return txn.status();
   }
   UMAP_CRASH_POINT("journal.after_commit");

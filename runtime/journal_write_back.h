@@ -2,6 +2,9 @@
 //
 // JournalHandle owns the runtime's Journal and reopens it after a write error poisoned it
 // (the journal never writes again after an error until closed, reopened and recovered).
+// Writes go through Run, which reopens first; reads of staged or committed images go
+// through Read, which uses the poisoned journal as it is (it still serves reads), so that a
+// failing reopen fails the next umsync, never a read of the application's own data.
 // A commit that failed is indeterminate: the reopen may find it committed after all (its
 // WriteBatch reached the WAL, only the fsync failed). Each sink then adopts its own such
 // survivors before its next commit or read of an evicted block, and applies them in LSN
@@ -21,6 +24,7 @@
 #ifndef UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
 #define UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,19 +54,41 @@ class JournalHandle {
     return fn(*journal_);
   }
 
+  // Runs fn(journal) for a read. A poisoned journal still serves reads (journal.h), so this
+  // does not reopen it: a journal write error must make writes fail, not reads of staged
+  // blocks (a failed read is a SIGBUS). Only when an earlier reopen failed and left no
+  // journal open does it open one, retrying a few times over ~100 ms so that a transient
+  // error does not fail the read.
+  template <typename Fn>
+  auto Read(Fn&& fn) -> decltype(fn(std::declval<journal::Journal&>())) {
+    for (int attempt = 1;; ++attempt) {
+      {
+        absl::ReaderMutexLock l(&mu_);
+        if (journal_ != nullptr) return fn(*journal_);
+      }
+      absl::Status s = ReopenIfPoisoned();
+      if (!s.ok() && attempt >= kReadReopenAttempts) return s;
+      if (!s.ok()) SleepBeforeRetry(attempt);
+    }
+  }
+
   const std::string& dir() const { return options_.dir; }
-  uint64_t reopens() const;
+  // Successful reopens so far: identifies the Journal instance in use. May be read inside
+  // Run/Read (no lock).
+  uint64_t reopens() const { return reopens_.load(std::memory_order_acquire); }
 
  private:
   explicit JournalHandle(journal::JournalOptions options,
                          std::unique_ptr<journal::Journal> journal)
       : options_(std::move(options)), journal_(std::move(journal)) {}
   absl::Status ReopenIfPoisoned();
+  static constexpr int kReadReopenAttempts = 4;
+  static void SleepBeforeRetry(int attempt);
 
   const journal::JournalOptions options_;
   mutable absl::Mutex mu_;  // readers: journal calls; writer: reopen
   std::unique_ptr<journal::Journal> journal_ ABSL_GUARDED_BY(mu_);
-  uint64_t reopens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> reopens_{0};  // written under mu_ (writer)
 };
 
 class JournalWriteBack final : public WriteBack {
@@ -100,7 +126,10 @@ class JournalWriteBack final : public WriteBack {
   absl::Status ApplyPending(bool sync_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // After a failed Commit of this mapping: takes this mapping's pending transactions newer
   // than the last one it knows (failed commits that the journal kept) into unapplied_.
-  absl::Status AdoptSurvivors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // for_read: through JournalHandle::Read, and only once the journal instance in which the
+  // commit failed was replaced (that instance never shows the failed batch, and still
+  // shows the staged images it would have taken).
+  absl::Status AdoptSurvivors(bool for_read) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
 
   JournalHandle* const journal_;
   File* const file_;
@@ -121,6 +150,7 @@ class JournalWriteBack final : public WriteBack {
   // The newest LSN this sink committed or adopted, and whether a Commit failed since.
   uint64_t last_lsn_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool commit_failed_ ABSL_GUARDED_BY(apply_mu_) = false;
+  uint64_t failed_instance_ ABSL_GUARDED_BY(apply_mu_) = 0;  // reopens() at that failure
 };
 
 }  // namespace umap::runtime
