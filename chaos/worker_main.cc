@@ -135,8 +135,14 @@ int main(int argc, char** argv) {
       std::raise(SIGKILL);
     }
   }
-  const int rc = uunmap(p, size);
-  const int err = rc == 0 ? 0 : errno;
+  // uunmap writes back like umsync; with injected faults it may fail and leave the mapping
+  // in place (nothing lost). Retry as an application would.
+  int rc = -1, err = 0;
+  for (int attempt = 0; attempt < 50 && rc != 0; ++attempt) {
+    rc = uunmap(p, size);
+    err = rc == 0 ? 0 : errno;
+    if (rc != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   Report(absl::StrCat("U ", rc, " ", err));
   if (rc != 0) return 4;
   if (umap_runtime_destroy(r) != 0) return 4;
