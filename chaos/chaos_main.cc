@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -77,6 +78,7 @@ struct Config {
   bool keep = false;
   bool verbose = false;
   std::string faults_arg;
+  std::string self = "umap-chaos";  // this binary, for the printed reproduction commands
 };
 
 struct ClassStats {
@@ -233,8 +235,10 @@ class Harness {
                 const std::string& dir_journal, uint64_t tag, uint64_t wseed, Policy policy,
                 Model* model, uint64_t* first_round);
   // Runs umap-recover until a run completes (killed runs are rerun); returns that run's code.
+  // pending_likely: the worker died where committed transactions are left to replay, so a
+  // kill inside the replay (recovery.mid_replay) is worth arming.
   int Recover(const std::string& journal, const std::string& log, Rng& rng, bool allow_kill,
-              IterationRecord* rec);
+              bool pending_likely, IterationRecord* rec);
   std::string Repro(int index) const;
   void Violate(IterationRecord* rec, std::string invariant, std::string detail) {
     rec->violations.push_back({std::move(invariant), std::move(detail)});
@@ -255,7 +259,7 @@ class Harness {
 };
 
 std::string Harness::Repro(int index) const {
-  std::string cmd = absl::StrCat("umap-chaos --seed ", c_.seed, " --faults ", c_.faults_arg,
+  std::string cmd = absl::StrCat(c_.self, " --seed ", c_.seed, " --faults ", c_.faults_arg,
                                  " --dfs ", c_.dfs, " --iteration ", index);
   if (!c_.mutation.empty()) absl::StrAppend(&cmd, " --mutation ", c_.mutation);
   return cmd;
@@ -304,14 +308,14 @@ absl::Status Harness::PrepareClass(const std::string& cls) {
 }
 
 int Harness::Recover(const std::string& journal, const std::string& log, Rng& rng,
-                     bool allow_kill, IterationRecord* rec) {
+                     bool allow_kill, bool pending_likely, IterationRecord* rec) {
   const std::vector<std::string> argv = {c_.recover, "-j", journal, "--missing-ok",
                                          "--progress", "never", "replay"};
   std::vector<std::string> env;
   if (c_.mutation == "skip_crc") env.push_back("UMAP_TEST_MUTATION=skip_crc");
-  if (allow_kill && rng.OneIn(3)) {
+  if (allow_kill && (pending_likely ? !rng.OneIn(3) : rng.OneIn(3))) {
     // A kill during recovery: at a crash point, or at a random instant.
-    const int mode = static_cast<int>(rng.Range(0, 2));
+    const int mode = pending_likely && !rng.OneIn(3) ? 0 : static_cast<int>(rng.Range(0, 2));
     std::vector<std::string> kenv = env;
     std::string point;
     if (mode == 0) point = absl::StrCat("recovery.mid_replay:", rng.Range(1, 3));
@@ -391,6 +395,9 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     absl::StrAppend(&rec->what, cls == "eio" ? "EIO on 1 in " : "torn write on 1 in ", one_in,
                     " data writes", cls == "eio" ? " and lost-page fsyncs" : "",
                     ", dies after round ", die, power ? " with a DFS power cut" : "");
+  } else if (cls == "timeout" && !gluster_mount_.empty()) {
+    rounds = 2000;
+    absl::StrAppend(&rec->what, "GlusterFS brick stopped (SIGSTOP), then continued");
   } else if (cls == "timeout") {
     rounds = 400;
     const uint64_t k = first + rng.Range(1, 5);
@@ -453,6 +460,25 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                     which <= 2 ? "journal and data disks" : which == 3 ? "the data disk" : "the journal disk",
                     ", ", written_back, " blocks written back before");
     wk.Sleep(static_cast<int>(rng.Range(0, 50)));
+    wk.Kill();
+  } else if (cls == "timeout" && !gluster_mount_.empty()) {
+    // A real DFS hang: the brick process stops answering (ping-timeout 3 s), then returns.
+    wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+    const std::string glog = run_dir_ + "/gluster-faults.log";
+    Exit stop = chaos::Run({c_.testbed, "stop-brick", "--name", gluster_name_}, glog, 60000);
+    fired = stop.exited && stop.code == 0;
+    const int hang_ms = static_cast<int>(rng.Range(1000, 5000));
+    absl::StrAppend(&rec->what, " for ", hang_ms, " ms");
+    wk.Sleep(hang_ms);
+    const uint64_t acked_at_cont = ev.last_acked.value_or(0);
+    Exit cont = chaos::Run({c_.testbed, "cont-brick", "--name", gluster_name_}, glog, 120000);
+    if (!fired || !cont.exited || cont.code != 0) {
+      Violate(rec, "harness", absl::StrCat("gluster-testbed stop-brick/cont-brick failed: ",
+                                           stop.ToString(), " / ", cont.ToString(), " (see ",
+                                           glog, ")"));
+    } else if (!wk.PumpUntil(acked_after(acked_at_cont), 30000) && !wk.eof()) {
+      Violate(rec, "liveness", "no umsync acknowledged within 30 s after the brick came back");
+    }
     wk.Kill();
   } else if (cls == "timeout") {
     if (wk.PumpUntil([&] { return ev.stall_round.has_value(); }, 20000)) {
@@ -582,13 +608,17 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
   }
 
   const std::string rlog = dir_data + "/../recover.log";
-  const int code1 = Recover(dir_journal, rlog, rng, /*allow_kill=*/rotted.empty(), rec);
+  const bool pending_likely = (point == "journal.after_commit" || point == "apply.mid_write" ||
+                               point == "apply.after_sync") &&
+                              !ex.exited && !by_us;
+  const int code1 = Recover(dir_journal, rlog, rng, /*allow_kill=*/rotted.empty(), pending_likely,
+                            rec);
   absl::StatusOr<std::string> bytes1 = ReadWholeFile(file);
   Exit se1, se2;
   const std::vector<std::string> status_argv = {c_.recover, "-j", dir_journal, "--missing-ok",
                                                 "status", "--json"};
   absl::StatusOr<std::string> status1 = Capture(status_argv, rlog, &se1);
-  const int code2 = Recover(dir_journal, rlog, rng, false, rec);
+  const int code2 = Recover(dir_journal, rlog, rng, false, false, rec);
   absl::StatusOr<std::string> bytes2 = ReadWholeFile(file);
   absl::StatusOr<std::string> status2 = Capture(status_argv, rlog, &se2);
   if (!bytes1.ok() || !bytes2.ok()) {
@@ -960,6 +990,11 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", c.verbose, "print every iteration");
   c.faults_arg = "kill,reboot,timeout,enospc,eio,torn";
   CLI11_PARSE(app, argc, argv);
+  {
+    std::error_code ec;
+    std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
+    if (!ec) c.self = self.string();
+  }
   if (!have_seed) {
     c.seed = static_cast<uint64_t>(
         std::chrono::system_clock::now().time_since_epoch().count()) % 1000000007ull;
