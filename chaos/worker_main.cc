@@ -5,13 +5,15 @@
 //
 // Pipe lines (each one write() of less than PIPE_BUF bytes, so lines never interleave):
 //   R <pid>                 mapped, about to start
+//   V <v0>,<v1>,...         (--report-base) the version of every block as read through the
+//                           new mapping, -1 for a torn or foreign block
 //   B <round>               round's writes done, umsync starting (in flight from now on)
 //   A <round>               umsync returned 0 (acknowledged)
 //   E <round> <errno>       umsync returned -1 (indeterminate)
 //   T <round> <ms>          a stall of <ms> was armed for the next data-file sync
 //   U <rc> <errno>          uunmap result after the last round
 // Exit codes: 0 all rounds done and unmapped; 2 set-up failed (message on stderr); 4 uunmap
-// failed. SIGKILL (driver or crash point) and SIGABRT (RocksDB 7.8.3 assertion) are crashes.
+// failed; 5 umap_ex failed with EIO (the replay of pending records at map time failed). SIGKILL (driver or crash point) and SIGABRT (RocksDB 7.8.3 assertion) are crashes.
 //
 // Fault injection (eio, torn, timeout): the runtime is built through the internal C++ API
 // (runtime::Runtime::Create with RuntimeOptions::env = a FaultEnv over Env::Default()),
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
   std::string file, journal, policy = "atomic", fault = "none";
   uint64_t seed = 1, tag = 1, first_round = 1, rounds = 40, blocks = 64, cache_blocks = 16;
   uint64_t fault_seed = 1, fault_one_in = 20, stall_round = 0, stall_ms = 0, die_round = 0;
-  bool die_power_cut = false;
+  bool die_power_cut = false, report_base = false;
   app.add_option("--file", file)->required();
   app.add_option("--journal", journal)->required();
   app.add_option("--policy", policy)->check(CLI::IsMember({"atomic", "relaxed"}));
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
   app.add_option("--die-round", die_round, "after this round's umsync, die (0: never)");
   app.add_flag("--die-power-cut", die_power_cut,
                "dying: drop the data file's unsynced writes (torn at sectors) first");
+  app.add_flag("--report-base", report_base,
+               "before writing, read every block through the mapping and report its version");
   CLI11_PARSE(app, argc, argv);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -100,10 +104,25 @@ int main(int argc, char** argv) {
   const size_t size = blocks * chaos::kBlockSize;
   char* p = static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   if (p == MAP_FAILED) {
-    std::fprintf(stderr, "umap-chaos-worker: umap %s: %s\n", file.c_str(), std::strerror(errno));
-    return 2;
+    const int err = errno;
+    std::fprintf(stderr, "umap-chaos-worker: umap %s: %s\n", file.c_str(), std::strerror(err));
+    // EIO: replaying an earlier run's journal records at map time hit an (injected) I/O
+    // error; umap refuses the mapping and the records stay for umap-recover.
+    return err == EIO ? 5 : 2;
   }
   Report(absl::StrCat("R ", ::getpid()));
+  if (report_base) {
+    // What the file holds once umap_ex has replayed the journal's pending records of an
+    // earlier, crashed run: the driver checks it against that run's oracle.
+    std::string line = "V ";
+    for (uint64_t b = 0; b < blocks; ++b) {
+      chaos::Decoded d = chaos::DecodeBlock(
+          tag, b, absl::MakeConstSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
+      absl::StrAppend(&line, b ? "," : "",
+                      d.kind == chaos::Decoded::Kind::kVersion ? static_cast<int64_t>(d.version) : -1);
+    }
+    Report(line);
+  }
   const uint64_t last = first_round + rounds - 1;
   for (uint64_t round = first_round; round <= last; ++round) {
     for (uint64_t b : chaos::RoundBlocks(seed, round, blocks)) {
