@@ -355,9 +355,8 @@ int Harness::Recover(const std::string& journal, const std::string& log, Rng& rn
       }
       Exit e = Wait(*pid, 120000);
       const std::string name = point.empty() ? "" : point.substr(0, point.find(':'));
-      if (!name.empty()) point_armed_[name]++;
+      point_armed_[name.empty() ? "(timed kill of umap-recover)" : name]++;
       if (!e.exited && e.signal == SIGKILL) {
-        stats_[rec->cls].fired += 0;  // recovery kills are counted per point, not per class
         if (!name.empty() && !ours) point_fired_[name]++;
         if (point.empty()) point_fired_["(timed kill of umap-recover)"]++;
         absl::StrAppend(&rec->what, "; umap-recover killed (", point.empty() ? "timed" : point, ")");
