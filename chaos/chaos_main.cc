@@ -76,6 +76,7 @@ struct Config {
   int only_iteration = -1;
   bool expect_violation = false;
   bool keep = false;
+  bool keep_crash = false;  // copy data and journal dirs before every recovery (evidence)
   bool verbose = false;
   std::string faults_arg;
   std::string self = "umap-chaos";  // this binary, for the printed reproduction commands
@@ -104,6 +105,7 @@ struct IterationRecord {
   std::vector<Violation> violations;
   bool skipped = false;
   std::string skip_reason;
+  int epochs_run = 0;
 };
 
 // A worker run whose crash was not recovered by umap-recover: the next worker's runtime
@@ -177,6 +179,10 @@ class Worker {
   }
   void Sleep(int ms) {
     PumpUntil([] { return false; }, ms);
+  }
+  // Freezes it: what its threads are doing in the kernel completes, nothing reaches user space.
+  void Stop() {
+    if (!reaped_) ::kill(pid_, SIGSTOP);
   }
   void Kill() {
     if (!reaped_) {
@@ -499,6 +505,13 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
       }
     }
     const uint64_t which = rng.Range(0, 4);  // 0-2 both, 3 data only, 4 journal only
+    // Freeze the worker first (SIGSTOP: no system call result reaches it any more), as a real
+    // power cut of the node does. FS_IOC_SHUTDOWN is not atomic with an fdatasync in flight:
+    // that fdatasync can return 0 and its data still be gone after the remount (measured here:
+    // docs/chaos.md, "FS_IOC_SHUTDOWN and in-flight fdatasync"). A worker left running would act
+    // on that false success, e.g. apply a transaction to the data disk whose journal commit the
+    // journal disk then lost: not a fault a real machine produces.
+    wk.Stop();
     absl::Status s1 = which != 4 ? dfs_->Shutdown() : absl::OkStatus();
     absl::Status s2 = which != 3 ? jfs_->Shutdown() : absl::OkStatus();
     fired = s1.ok() && s2.ok();
@@ -506,10 +519,9 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
       Violate(rec, "harness", absl::StrCat("FS_IOC_SHUTDOWN failed: ", s1.ToString(), " / ",
                                            s2.ToString()));
     }
-    absl::StrAppend(&rec->what, "power cut (FS_IOC_SHUTDOWN NOLOGFLUSH) of ",
+    absl::StrAppend(&rec->what, "power cut (SIGSTOP, FS_IOC_SHUTDOWN NOLOGFLUSH) of ",
                     which <= 2 ? "journal and data disks" : which == 3 ? "the data disk" : "the journal disk",
                     ", ", written_back, " blocks written back before");
-    wk.Sleep(static_cast<int>(rng.Range(0, 50)));
     wk.Kill();
   } else if (cls == "timeout" && !gluster_mount_.empty()) {
     // A real DFS hang: the brick process stops answering (ping-timeout 3 s), then returns.
@@ -644,6 +656,13 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     }
     return out;
   };
+  if (c_.keep_crash) {
+    const std::string to = absl::StrCat(run_dir_, "/it-", rec->index, "/crash-state-",
+                                        rec->epochs_run);
+    MakeDirs(to).IgnoreError();  // cp below reports what fails
+    chaos::Run({"cp", "-a", dir_data, dir_journal, to}, run_dir_ + "/setup.log", 60000);
+  }
+  ++rec->epochs_run;
   absl::StatusOr<std::string> pre_bytes = ReadWholeFile(file);
   std::vector<Decoded> pre;
   if (pre_bytes.ok()) pre = decode(*pre_bytes);
@@ -1062,6 +1081,9 @@ int main(int argc, char** argv) {
   app.add_flag("--expect-violation", c.expect_violation,
                "succeed only if a violation is found (mutation tests); stops at the first");
   app.add_flag("--keep", c.keep, "keep the work dir of passing iterations");
+  app.add_flag("--keep-crash-state", c.keep_crash,
+               "copy the data file and the journal as the crash left them (before any "
+               "recovery) into the iteration's directory");
   app.add_flag("-v,--verbose", c.verbose, "print every iteration");
   c.faults_arg = "kill,reboot,timeout,enospc,eio,torn";
   CLI11_PARSE(app, argc, argv);
