@@ -13,8 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "base/crash_point.h"
 #include "base/crc32c.h"
-#include "base/mutation.h"
 #include "base/log.h"
+#include "base/mutation.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
 
