@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "base/crash_point.h"
 #include "base/crc32c.h"
 #include "base/log.h"
 #include "base/posix_error.h"
@@ -740,6 +741,9 @@ absl::Status Journal::MarkApplied(absl::Span<const uint64_t> lsns) {
     if (doomed.empty()) return absl::OkStatus();
     watermark = Watermark{last_lsn_, last_mapping_id_};
   }
+  // Killed here, the records stay in the journal although they were chosen for deletion:
+  // the next open finds them pending again and a replay rewrites images already in the file.
+  UMAP_CRASH_POINT("gc.before_delete");
   rocksdb::WriteBatch batch;
   for (const auto& [lsn, t] : doomed) {
     batch.Delete(ToSlice(TxnHeaderKey(lsn)));

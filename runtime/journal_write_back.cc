@@ -1,5 +1,6 @@
 #include "runtime/journal_write_back.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/crash_point.h"
 #include "base/log.h"
+#include "base/mutation.h"
 #include "base/status_macros.h"
 
 namespace umap::runtime {
@@ -152,6 +154,16 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
   // Survivors of an earlier failed commit come first: they are older, and in the atomic
   // policy they hold staged images that this commit would no longer find.
   RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
+  if (mutation::Active(mutation::Mutation::kApplyBeforeCommit)) {
+    // Deliberately wrong (test-only, base/mutation.h): the file sees the blocks before the
+    // journal holds them, so a kill from here to the commit leaves a partial, unjournaled
+    // transaction in the file. Errors are dropped: the normal path below writes them again.
+    for (const BlockImage& im : images) {
+      UMAP_CRASH_POINT("apply.mid_write");
+      file_->WriteAt(im.block * block_size_, absl::MakeConstSpan(im.data.data(), im.data.size()))
+          .IgnoreError();
+    }
+  }
   UMAP_CRASH_POINT("journal.before_commit");
   uint64_t instance = 0;
   auto txn = journal_->Run([&](journal::Journal& j) {
@@ -167,6 +179,12 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
     return txn.status();
   }
   UMAP_CRASH_POINT("journal.after_commit");
+  if (txn->lsn != journal::kNoLsn && mutation::Active(mutation::Mutation::kGcBeforeSync)) {
+    // Deliberately wrong (test-only, base/mutation.h): the records go before the blocks
+    // reached the file and its fdatasync, so a crash during the apply cannot be repaired.
+    uint64_t lsn = txn->lsn;
+    journal_->Run([&](journal::Journal& j) { return j.MarkApplied(lsn); }).IgnoreError();
+  }
   if (txn->lsn != journal::kNoLsn) {
     // Intent mode keeps no payload in the journal; the images come back from Commit.
     uint64_t lsn = txn->lsn;
@@ -206,6 +224,16 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   std::vector<uint64_t> lsns;
   lsns.reserve(applied_unsynced_.size());
   for (const auto& [lsn, t] : applied_unsynced_) lsns.push_back(lsn);
+  if (mutation::Active(mutation::Mutation::kGcBeforeSync)) {
+    // Already marked right after their commit: MarkApplied of a deleted LSN is kNotFound.
+    journal_->Run([&](journal::Journal& j) {
+      std::vector<uint64_t> pending = j.PendingLsns();
+      std::erase_if(lsns, [&](uint64_t lsn) {
+        return !std::binary_search(pending.begin(), pending.end(), lsn);
+      });
+      return absl::OkStatus();
+    }).IgnoreError();
+  }
   absl::Status s =
       journal_->Run([&](journal::Journal& j) { return j.MarkApplied(absl::MakeConstSpan(lsns)); });
   // The data is durable in the file; a failure here only leaves records that a replay would

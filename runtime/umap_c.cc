@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "runtime/runtime.h"
+#include "runtime/umap_c_internal.h"
 #include "umap/umap_types.h"
 
 struct umap_runtime {
@@ -49,6 +50,21 @@ int Fail(const absl::Status& s) {
 }
 
 }  // namespace
+
+umap_runtime* TEST_AdoptRuntime(std::unique_ptr<::umap::runtime::Runtime> rt) {
+  if (rt == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* r = new (std::nothrow) umap_runtime{std::move(rt)};
+  if (r == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  absl::MutexLock l(&g_mu);
+  Runtimes().push_back(r);
+  return r;
+}
 
 extern "C" {
 

@@ -1,0 +1,59 @@
+// Mutation switches: deliberate protocol bugs, for proving that the chaos suite catches them.
+//
+//   if (mutation::Active(mutation::Mutation::kSkipCrc)) { ...skip the check... }
+//
+// A mutation is armed only by the environment variable UMAP_TEST_MUTATION=<name>, read once
+// by a static initializer in mutation.cc (before main()). An unknown name aborts the process
+// at start-up with a message on stderr, so a typo in a test never silently tests nothing.
+// Off (always, unless a test armed one) a check costs one relaxed load of a global
+// std::atomic<int> and a not-taken branch, like a crash point (base/crash_point.h).
+//
+// The mutations (docs/chaos.md, "Mutation checks"):
+//   apply_before_commit  JournalWriteBack writes a transaction's blocks to the file before
+//                        the commit batch is written (runtime/journal_write_back.cc);
+//   gc_before_sync       a committed transaction's journal records are deleted (marked
+//                        applied) right after the commit, before its blocks are written and
+//                        fdatasync'ed (runtime/journal_write_back.cc);
+//   skip_crc             journal record and block-image CRCs are not checked when reading
+//                        (journal/format.cc), nor the read-back CRC of --verify-after
+//                        (recovery/recovery.cc).
+// Never set in production. Thread safety: Active() may be called from any thread.
+#ifndef UMAP_BASE_MUTATION_H_
+#define UMAP_BASE_MUTATION_H_
+
+#include <atomic>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace umap::mutation {
+
+enum class Mutation : int {
+  kNone = 0,
+  kApplyBeforeCommit = 1,
+  kGcBeforeSync = 2,
+  kSkipCrc = 3,
+};
+
+namespace internal {
+// The armed mutation as an int; kNone unless UMAP_TEST_MUTATION named one.
+extern std::atomic<int> g_mutation;
+}  // namespace internal
+
+// Whether mutation `m` is armed. One relaxed load.
+inline bool Active(Mutation m) {
+  return internal::g_mutation.load(std::memory_order_relaxed) == static_cast<int>(m);
+}
+
+// The environment name of `m` ("none" for kNone).
+absl::string_view Name(Mutation m);
+// Parses an environment name. kInvalidArgument for an unknown one (the message lists them).
+absl::Status Parse(absl::string_view name, Mutation* out);
+// The armed mutation.
+Mutation Armed();
+// Arms `m` in this process (in-process tests only; kNone disarms).
+void TEST_Arm(Mutation m);
+
+}  // namespace umap::mutation
+
+#endif  // UMAP_BASE_MUTATION_H_

@@ -1,0 +1,1115 @@
+// umap-chaos: the chaos harness of issue 5 (docs/chaos.md). Per iteration it draws a fault
+// class and its parameters from a seeded PRNG, runs the real worker (umap-chaos-worker) on a
+// file in a data directory with its journal in a journal directory, injects the fault, runs
+// the real umap-recover (twice; sometimes killed mid-run and rerun) and checks the
+// invariants with an oracle that lives here, outside the faulty storage.
+//
+// Reproduce an iteration: umap-chaos --seed S --faults <same list> --iteration I [...]
+// (printed with every violation). Kill timing is real time, so a timed kill lands at a
+// different instruction; crash-point kills and injected faults are drawn from the seed.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "chaos/journal_rot.h"
+#include "chaos/oracle.h"
+#include "chaos/system.h"
+#include "chaos/workload.h"
+
+#ifndef UMAP_CHAOS_WORKER
+#define UMAP_CHAOS_WORKER "umap-chaos-worker"
+#endif
+#ifndef UMAP_RECOVER
+#define UMAP_RECOVER "umap-recover"
+#endif
+#ifndef UMAP_GLUSTER_TESTBED
+#define UMAP_GLUSTER_TESTBED "gluster-testbed"
+#endif
+
+namespace chaos {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kClassNames[] = {"kill", "reboot", "timeout", "enospc", "eio", "torn"};
+// Crash points the worker can reach (recovery.mid_replay is armed in umap-recover).
+constexpr const char* kWorkerPoints[] = {"journal.before_commit", "journal.after_commit",
+                                         "apply.mid_write", "apply.after_sync",
+                                         "gc.before_delete"};
+constexpr uint64_t kBlocks = 64;
+constexpr uint64_t kCacheBlocks = 16;
+
+struct Config {
+  uint64_t seed = 0;
+  int iterations = 0;  // 0: until --duration
+  std::string duration = "0";
+  std::vector<std::string> faults;
+  std::string dfs = "local";
+  std::string report_dir;
+  std::string mutation;
+  std::string work_dir;
+  std::string worker = UMAP_CHAOS_WORKER;
+  std::string recover = UMAP_RECOVER;
+  std::string testbed = UMAP_GLUSTER_TESTBED;
+  int only_iteration = -1;
+  bool expect_violation = false;
+  bool keep = false;
+  bool keep_crash = false;  // copy data and journal dirs before every recovery (evidence)
+  bool verbose = false;
+  std::string faults_arg;
+  std::string self = "umap-chaos";  // this binary, for the printed reproduction commands
+};
+
+struct ClassStats {
+  uint64_t iterations = 0, fired = 0, recoveries = 0, violations = 0, crashes = 0;
+  uint64_t skipped = 0;
+  std::string skip_reason;
+};
+
+struct ViolationRecord {
+  int iteration;
+  std::string cls;
+  Violation v;
+  std::string repro;
+  std::string dir;
+};
+
+struct IterationRecord {
+  int index;
+  std::string cls;
+  std::string policy;
+  std::string what;  // one line: the fault and its parameters
+  double seconds = 0;
+  std::vector<Violation> violations;
+  bool skipped = false;
+  std::string skip_reason;
+  int epochs_run = 0;
+};
+
+// A worker run whose crash was not recovered by umap-recover: the next worker's runtime
+// replays the journal when it maps the file again (Runtime::Map), and reports what it then
+// sees. That view is checked against this run's oracle.
+struct PendingCheck {
+  Model model;
+  EpochEvents ev;
+  uint64_t upto;
+  std::vector<Decoded> pre;
+};
+
+// ---- the worker process -------------------------------------------------------------------
+
+class Worker {
+ public:
+  static absl::StatusOr<std::unique_ptr<Worker>> Start(const Config& c,
+                                                       const std::vector<std::string>& args,
+                                                       const std::vector<std::string>& env,
+                                                       const std::string& log) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe for the worker report");
+    std::vector<std::string> argv = {c.worker, "--report-fd", "3"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    absl::StatusOr<pid_t> pid = Spawn({argv, env, log, p[1]});
+    ::close(p[1]);
+    if (!pid.ok()) {
+      ::close(p[0]);
+      return pid.status();
+    }
+    auto w = std::unique_ptr<Worker>(new Worker());
+    w->pid_ = *pid;
+    w->fd_ = p[0];
+    w->start_ = Clock::now();
+    return w;
+  }
+  ~Worker() {
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      Reap(10000);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Reads report lines until pred() holds, EOF, or timeout_ms. Returns pred().
+  bool PumpUntil(const std::function<bool()>& pred, int timeout_ms) {
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!pred()) {
+      if (eof_) return false;
+      int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (left <= 0) return false;
+      pollfd pf{fd_, POLLIN, 0};
+      int rc = ::poll(&pf, 1, left);
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        eof_ = true;
+        return pred();
+      }
+      buf_.append(buf, n);
+      for (size_t nl; (nl = buf_.find('\n')) != std::string::npos;) {
+        Parse(buf_.substr(0, nl));
+        buf_.erase(0, nl + 1);
+      }
+    }
+    return true;
+  }
+  void Sleep(int ms) {
+    PumpUntil([] { return false; }, ms);
+  }
+  // Freezes it: what its threads are doing in the kernel completes, nothing reaches user space.
+  void Stop() {
+    if (!reaped_) ::kill(pid_, SIGSTOP);
+  }
+  void Kill() {
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      killed_by_us_ = true;
+    }
+  }
+  // Drains the pipe to EOF, then reaps (bound timeout_ms; a hung worker is SIGKILLed).
+  Exit Reap(int timeout_ms) {
+    if (reaped_) return exit_;
+    PumpUntil([] { return false; }, timeout_ms);
+    exit_ = Wait(pid_, eof_ ? 10000 : 0);
+    reaped_ = true;
+    return exit_;
+  }
+  bool alive() {
+    if (reaped_) return false;
+    return ::kill(pid_, 0) == 0;
+  }
+  EpochEvents& events() { return ev_; }
+  // "V": the block versions the worker read through its new mapping (-1: torn/foreign).
+  const std::optional<std::vector<int64_t>>& base() const { return base_; }
+  bool eof() const { return eof_; }
+  bool killed_by_us() const { return killed_by_us_; }
+  int errors_with(int err) const {
+    int n = 0;
+    for (auto& [r, e] : ev_.errors) n += e == err;
+    return n;
+  }
+
+ private:
+  Worker() = default;
+  void Parse(const std::string& line) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    uint64_t a = 0, b = 0;
+    if (f.size() >= 2) (void)absl::SimpleAtoi(f[1], &a);
+    if (f.size() >= 3) (void)absl::SimpleAtoi(f[2], &b);
+    if (f[0] == "R") ev_.ready = true;
+    if (f[0] == "B") ev_.last_begun = a;
+    if (f[0] == "A") ev_.last_acked = a;
+    if (f[0] == "E") ev_.errors.emplace_back(a, static_cast<int>(b));
+    if (f[0] == "T") ev_.stall_round = a;
+    if (f[0] == "U") ev_.unmap_rc = static_cast<int>(a);
+    if (f[0] == "V" && f.size() >= 2) {
+      std::vector<int64_t> v;
+      for (absl::string_view x : absl::StrSplit(f[1], ',')) {
+        int64_t n = -1;
+        if (!absl::SimpleAtoi(x, &n)) n = -1;
+        v.push_back(n);
+      }
+      base_ = std::move(v);
+    }
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string buf_;
+  bool eof_ = false, reaped_ = false, killed_by_us_ = false;
+  Exit exit_;
+  EpochEvents ev_;
+  std::optional<std::vector<int64_t>> base_;
+  Clock::time_point start_;
+};
+
+// ---- the harness ---------------------------------------------------------------------------
+
+class Harness {
+ public:
+  explicit Harness(Config c) : c_(std::move(c)) {}
+  int Run();
+
+ private:
+  absl::Status PrepareClass(const std::string& cls);
+  IterationRecord RunIteration(int index);
+  // One worker run + fault + recovery + checks. Returns false when the iteration must stop
+  // (refused journal, set-up failure).
+  // *pending: set when the previous run was left for replay at map time; this run checks
+  // it and clears it, or sets it (never on the last run, `last`).
+  bool RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_data,
+                const std::string& dir_journal, uint64_t tag, uint64_t wseed, Policy policy,
+                Model* model, uint64_t* first_round, std::optional<PendingCheck>* pending,
+                bool last);
+  // Runs umap-recover until a run completes (killed runs are rerun); returns that run's code.
+  // pending_likely: the worker died where committed transactions are left to replay, so a
+  // kill inside the replay (recovery.mid_replay) is worth arming.
+  int Recover(const std::string& journal, const std::string& log, Rng& rng, bool allow_kill,
+              bool pending_likely, IterationRecord* rec);
+  std::string Repro(int index) const;
+  void Violate(IterationRecord* rec, std::string invariant, std::string detail) {
+    rec->violations.push_back({std::move(invariant), std::move(detail)});
+  }
+  void WriteReports(double seconds);
+
+  Config c_;
+  std::string run_dir_;
+  std::map<std::string, ClassStats> stats_;
+  std::map<std::string, uint64_t> point_fired_, point_armed_;
+  std::vector<ViolationRecord> violations_;
+  std::vector<IterationRecord> records_;
+  std::optional<LoopFs> jfs_, dfs_;
+  std::optional<Tmpfs> tmpfs_;
+  std::string gluster_mount_, gluster_name_;
+  std::map<std::string, std::string> unavailable_;  // class -> why
+  std::set<std::string> prepared_;
+};
+
+std::string Harness::Repro(int index) const {
+  std::string cmd = absl::StrCat(c_.self, " --seed ", c_.seed, " --faults ", c_.faults_arg,
+                                 " --dfs ", c_.dfs, " --iteration ", index);
+  if (!c_.mutation.empty()) absl::StrAppend(&cmd, " --mutation ", c_.mutation);
+  return cmd;
+}
+
+absl::Status Harness::PrepareClass(const std::string& cls) {
+  if (prepared_.count(cls)) {
+    auto it = unavailable_.find(cls);
+    return it == unavailable_.end() ? absl::OkStatus() : absl::UnavailableError(it->second);
+  }
+  prepared_.insert(cls);
+  const std::string log = run_dir_ + "/setup.log";
+  absl::Status s = absl::OkStatus();
+  if (cls == "reboot") {
+    auto j = LoopFs::Create(run_dir_ + "/journal.img", run_dir_ + "/jfs", 96, log);
+    if (!j.ok()) {
+      s = j.status();
+    } else {
+      jfs_.emplace(*std::move(j));
+      auto d = LoopFs::Create(run_dir_ + "/data.img", run_dir_ + "/dfs", 32, log);
+      if (!d.ok()) {
+        s = d.status();
+      } else {
+        dfs_.emplace(*std::move(d));
+      }
+    }
+    if (s.ok() && c_.dfs == "gluster") {
+      // The DFS side of a reboot on GlusterFS needs the brick on a loop device inside the
+      // node's namespace; here the data disk is a local loop ext4 and only the journal
+      // placement differs. Said in docs/chaos.md.
+    }
+  } else if (cls == "enospc") {
+    auto t = Tmpfs::Create(run_dir_ + "/jtmpfs", 24, log);
+    if (!t.ok()) {
+      s = t.status();
+    } else {
+      tmpfs_.emplace(*std::move(t));
+    }
+  }
+  if (!s.ok()) {
+    unavailable_[cls] = std::string(s.message());
+    std::fprintf(stderr, "umap-chaos: fault class %s cannot run here: %s\n", cls.c_str(),
+                 std::string(s.message()).c_str());
+  }
+  return s;
+}
+
+int Harness::Recover(const std::string& journal, const std::string& log, Rng& rng,
+                     bool allow_kill, bool pending_likely, IterationRecord* rec) {
+  const std::vector<std::string> argv = {c_.recover, "-j", journal, "--missing-ok",
+                                         "--progress", "never", "replay"};
+  std::vector<std::string> env;
+  if (c_.mutation == "skip_crc") env.push_back("UMAP_TEST_MUTATION=skip_crc");
+  if (allow_kill && (pending_likely ? !rng.OneIn(3) : rng.OneIn(3))) {
+    // A kill during recovery: at a crash point, or at a random instant.
+    const int mode = pending_likely && !rng.OneIn(3) ? 0 : static_cast<int>(rng.Range(0, 2));
+    std::vector<std::string> kenv = env;
+    std::string point;
+    if (mode == 0) point = absl::StrCat("recovery.mid_replay:", rng.Range(1, 3));
+    if (mode == 1) point = "gc.before_delete:1";
+    if (!point.empty()) kenv.push_back("UMAP_CRASH_AT=" + point);
+    absl::StatusOr<pid_t> pid = Spawn({argv, kenv, log, -1});
+    if (pid.ok()) {
+      bool ours = false;
+      if (point.empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng.Range(0, 15)));
+        ours = ::kill(*pid, SIGKILL) == 0;
+      }
+      Exit e = Wait(*pid, 120000);
+      const std::string name = point.empty() ? "" : point.substr(0, point.find(':'));
+      point_armed_[name.empty() ? "(timed kill of umap-recover)" : name]++;
+      if (!e.exited && e.signal == SIGKILL) {
+        if (!name.empty() && !ours) point_fired_[name]++;
+        if (point.empty()) point_fired_["(timed kill of umap-recover)"]++;
+        absl::StrAppend(&rec->what, "; umap-recover killed (", point.empty() ? "timed" : point, ")");
+      }
+    }
+  }
+  Exit e;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    e = chaos::Run(argv, log, 120000, env);
+    stats_[rec->cls].recoveries++;
+    if (!(e.exited && e.code == 3)) break;  // 3: I/O error, "safe to rerun"
+  }
+  if (!e.exited) return 1000 + e.signal;
+  return e.code;
+}
+
+bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_data,
+                       const std::string& dir_journal, uint64_t tag, uint64_t wseed,
+                       Policy policy, Model* model, uint64_t* first_round,
+                       std::optional<PendingCheck>* pending, bool last) {
+  const std::string& cls = rec->cls;
+  ClassStats& st = stats_[cls];
+  const std::string file = dir_data + "/data.umap";
+  const std::string log = dir_data + "/../iteration.log";
+  const uint64_t first = *first_round;
+  uint64_t rounds = rng.Range(15, 60);
+  std::vector<std::string> args = {"--file", file, "--journal", dir_journal, "--policy",
+                                   policy == Policy::kAtomic ? "atomic" : "relaxed", "--seed",
+                                   absl::StrCat(wseed), "--tag", absl::StrCat(tag),
+                                   "--first-round", absl::StrCat(first), "--blocks",
+                                   absl::StrCat(kBlocks), "--cache-blocks",
+                                   absl::StrCat(kCacheBlocks)};
+  std::vector<std::string> env;
+  if (!c_.mutation.empty()) env.push_back("UMAP_TEST_MUTATION=" + c_.mutation);
+  bool fired = false, rot = false;
+  std::string point;
+  const uint64_t fault_seed = rng.Next();
+
+  // Set-up of the fault that has to be decided before the worker starts.
+  if (cls == "kill" && rng.Range(0, 9) < 6) {
+    point = kWorkerPoints[rng.Range(0, std::size(kWorkerPoints) - 1)];
+    const uint64_t n = rng.Range(1, point == "apply.mid_write" ? 40 : 25);
+    env.push_back(absl::StrCat("UMAP_CRASH_AT=", point, ":", n));
+    point_armed_[point]++;
+    absl::StrAppend(&rec->what, "kill at crash point ", point, ":", n);
+  } else if (cls == "torn" && rng.OneIn(3)) {
+    rot = true;
+    const uint64_t n = rng.Range(1, 10);
+    point = "journal.after_commit";
+    env.push_back(absl::StrCat("UMAP_CRASH_AT=", point, ":", n));
+    point_armed_[point]++;
+    absl::StrAppend(&rec->what, "journal rot after a kill at ", point, ":", n);
+  } else if (cls == "eio" || cls == "torn") {
+    const uint64_t one_in = rng.Range(5, 40);
+    const uint64_t die = first + rng.Range(3, rounds);
+    const bool power = rng.OneIn(2);
+    args.insert(args.end(), {"--fault", cls, "--fault-seed", absl::StrCat(fault_seed),
+                             "--fault-one-in", absl::StrCat(one_in), "--die-round",
+                             absl::StrCat(die)});
+    if (power) args.push_back("--die-power-cut");
+    absl::StrAppend(&rec->what, cls == "eio" ? "EIO on 1 in " : "torn write on 1 in ", one_in,
+                    " data writes", cls == "eio" ? " and lost-page fsyncs" : "",
+                    ", dies after round ", die, power ? " with a DFS power cut" : "");
+  } else if (cls == "timeout" && !gluster_mount_.empty()) {
+    rounds = 2000;
+    absl::StrAppend(&rec->what, "GlusterFS brick stopped (SIGSTOP), then continued");
+  } else if (cls == "timeout") {
+    rounds = 400;
+    const uint64_t k = first + rng.Range(1, 5);
+    const uint64_t ms = rng.Range(300, 2500);
+    args.insert(args.end(), {"--fault", "timeout", "--fault-seed", absl::StrCat(fault_seed),
+                             "--stall-round", absl::StrCat(k), "--stall-ms", absl::StrCat(ms)});
+    absl::StrAppend(&rec->what, "DFS sync stalls ", ms, " ms after round ", k,
+                    (fault_seed & 1) ? " then ETIMEDOUT" : " then proceeds");
+  } else if (cls == "enospc") {
+    rounds = 2000;
+    absl::StrAppend(&rec->what, "journal tmpfs filled to ENOSPC, then freed");
+  } else if (cls == "reboot") {
+    rounds = 400;
+  } else {
+    absl::StrAppend(&rec->what, "SIGKILL at a random time");
+  }
+  args.insert(args.end(), {"--rounds", absl::StrCat(rounds)});
+  if (pending->has_value()) args.push_back("--report-base");
+
+  const auto t_epoch = Clock::now();
+  auto w = Worker::Start(c_, args, env, log);
+  if (!w.ok()) {
+    Violate(rec, "harness", absl::StrCat("starting the worker: ", w.status().ToString()));
+    return false;
+  }
+  Worker& wk = **w;
+  EpochEvents& ev = wk.events();
+  ev.first_round = first;
+  auto acked_after = [&](uint64_t r) { return [&, r] { return ev.last_acked && *ev.last_acked > r; }; };
+  auto check_base = [&]() {
+    // The previous run's crash as the runtime's replay at map time repaired it.
+    std::vector<Decoded> seen;
+    for (int64_t v : *wk.base()) {
+      Decoded d;
+      d.kind = v >= 0 ? Decoded::Kind::kVersion : Decoded::Kind::kTorn;
+      d.version = v >= 0 ? static_cast<uint64_t>(v) : 0;
+      if (v < 0) d.why = "torn or foreign, as read through the new mapping";
+      seen.push_back(d);
+    }
+    for (Violation& v : Check((*pending)->model, policy, (*pending)->ev, (*pending)->upto, seen,
+                              (*pending)->pre)) {
+      v.invariant = "map-time replay: " + v.invariant;
+      rec->violations.push_back(std::move(v));
+    }
+    std::vector<uint64_t> base;
+    for (int64_t v : *wk.base()) base.push_back(v >= 0 ? static_cast<uint64_t>(v) : 0);
+    *model = Model(wseed, kBlocks, std::move(base));
+    pending->reset();
+  };
+  if (pending->has_value() && !(cls == "kill" && point.empty() && rng.OneIn(4))) {
+    // (A quarter of timed kills may land during the map-time replay instead.)
+    if (wk.PumpUntil([&] { return wk.base().has_value(); }, 30000)) check_base();
+  }
+
+  if (cls == "kill" && point.empty()) {
+    if (rng.OneIn(10)) {
+      wk.Sleep(static_cast<int>(rng.Range(0, 60)));  // during start-up: journal open, map
+    } else {
+      wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+      wk.Sleep(static_cast<int>(rng.Range(0, 300)));
+    }
+    fired = !wk.eof();  // still running: the SIGKILL below is the fault
+    wk.Kill();
+  } else if (cls == "reboot") {
+    wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+    wk.Sleep(static_cast<int>(rng.Range(0, 300)));
+    // Some dirty pages reach the disk before the crash (kernel write-back), the rest not.
+    int written_back = 0;
+    if (rng.OneIn(2)) {
+      for (uint64_t i = 0, n = rng.Range(1, 6); i < n; ++i) {
+        if (WriteBackRange(file, rng.Range(0, kBlocks - 1) * kBlockSize, kBlockSize).ok()) {
+          ++written_back;
+        }
+      }
+    }
+    const uint64_t which = rng.Range(0, 4);  // 0-2 both, 3 data only, 4 journal only
+    // Freeze the worker first (SIGSTOP: no system call result reaches it any more), as a real
+    // power cut of the node does. FS_IOC_SHUTDOWN is not atomic with an fdatasync in flight:
+    // that fdatasync can return 0 and its data still be gone after the remount (measured here:
+    // docs/chaos.md, "FS_IOC_SHUTDOWN and in-flight fdatasync"). A worker left running would act
+    // on that false success, e.g. apply a transaction to the data disk whose journal commit the
+    // journal disk then lost: not a fault a real machine produces.
+    wk.Stop();
+    absl::Status s1 = which != 4 ? dfs_->Shutdown() : absl::OkStatus();
+    absl::Status s2 = which != 3 ? jfs_->Shutdown() : absl::OkStatus();
+    fired = s1.ok() && s2.ok();
+    if (!fired) {
+      Violate(rec, "harness", absl::StrCat("FS_IOC_SHUTDOWN failed: ", s1.ToString(), " / ",
+                                           s2.ToString()));
+    }
+    absl::StrAppend(&rec->what, "power cut (SIGSTOP, FS_IOC_SHUTDOWN NOLOGFLUSH) of ",
+                    which <= 2 ? "journal and data disks" : which == 3 ? "the data disk" : "the journal disk",
+                    ", ", written_back, " blocks written back before");
+    wk.Kill();
+  } else if (cls == "timeout" && !gluster_mount_.empty()) {
+    // A real DFS hang: the brick process stops answering (ping-timeout 3 s), then returns.
+    wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+    const std::string glog = run_dir_ + "/gluster-faults.log";
+    Exit stop = chaos::Run({c_.testbed, "stop-brick", "--name", gluster_name_}, glog, 60000);
+    fired = stop.exited && stop.code == 0;
+    const int hang_ms = static_cast<int>(rng.Range(1000, 5000));
+    absl::StrAppend(&rec->what, " for ", hang_ms, " ms");
+    wk.Sleep(hang_ms);
+    const uint64_t acked_at_cont = ev.last_acked.value_or(0);
+    Exit cont = chaos::Run({c_.testbed, "cont-brick", "--name", gluster_name_}, glog, 120000);
+    if (!fired || !cont.exited || cont.code != 0) {
+      Violate(rec, "harness", absl::StrCat("gluster-testbed stop-brick/cont-brick failed: ",
+                                           stop.ToString(), " / ", cont.ToString(), " (see ",
+                                           glog, ")"));
+    } else if (!wk.PumpUntil(acked_after(acked_at_cont), 30000) && !wk.eof()) {
+      Violate(rec, "liveness", "no umsync acknowledged within 30 s after the brick came back");
+    }
+    wk.Kill();
+  } else if (cls == "timeout") {
+    if (wk.PumpUntil([&] { return ev.stall_round.has_value(); }, 20000)) {
+      fired = true;
+      const uint64_t k = *ev.stall_round;
+      if (rng.OneIn(3)) {
+        wk.Sleep(static_cast<int>(rng.Range(0, 300)));  // killed while the DFS hangs
+      } else if (!wk.PumpUntil(acked_after(k), 30000)) {
+        if (!wk.eof()) {
+          Violate(rec, "liveness", absl::StrCat("no umsync acknowledged within 30 s after the ",
+                                                "DFS stall of round ", k, " ended"));
+        }
+      } else {
+        wk.Sleep(static_cast<int>(rng.Range(0, 200)));
+      }
+    }
+    wk.Kill();
+  } else if (cls == "enospc") {
+    wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+    const std::string filler = tmpfs_->mount() + "/filler";
+    absl::StatusOr<uint64_t> filled = tmpfs_->Fill(filler);
+    if (!filled.ok()) {
+      Violate(rec, "harness", filled.status().ToString());
+    } else {
+      // The fault fired when umsync reports an error; a worker may also block instead (a
+      // fault waiting for a cache block whose spill to the journal fails): both must end
+      // once space is back.
+      const uint64_t acked_at_fill = ev.last_acked.value_or(0);
+      const bool errored = wk.PumpUntil([&] { return !ev.errors.empty(); }, 4000);
+      wk.Sleep(static_cast<int>(rng.Range(100, 800)));
+      // Fired: umsync failed, or the worker was held back (no acknowledgement while full).
+      fired = errored || ev.last_acked.value_or(0) == acked_at_fill;
+      if (errored) {
+        absl::StrAppend(&rec->what, " (", *filled >> 10, " KiB; umsync errno ",
+                        ev.errors.front().second, " from round ", ev.errors.front().first, ")");
+        if (ev.errors.front().second != ENOSPC) {
+          Violate(rec, "enospc", absl::StrCat("umsync failed with errno ", ev.errors.front().second,
+                                              " on a full journal, expected ENOSPC"));
+        }
+      } else {
+        absl::StrAppend(&rec->what, " (", *filled >> 10, " KiB; no umsync error within 4 s, ",
+                        ev.last_acked.value_or(0) - acked_at_fill, " acknowledged while full)");
+      }
+      const uint64_t acked_at_free = ev.last_acked.value_or(0);
+      ::unlink(filler.c_str());
+      // Liveness: with space back, umsync must succeed again within the bound.
+      if (!wk.PumpUntil(acked_after(acked_at_free), 20000) && !wk.eof()) {
+        Violate(rec, "liveness", absl::StrCat("no umsync acknowledged within 20 s after the ",
+                                              "journal's space came back (last acknowledged ",
+                                              acked_at_free, ", ", ev.errors.size(),
+                                              " umsync errors)"));
+      }
+      wk.Sleep(static_cast<int>(rng.Range(0, 200)));
+    }
+    ::unlink(filler.c_str());
+    wk.Kill();
+  }
+  // Everything else ends by itself: a crash point, an injected death, or the last round.
+  // Under sustained injected DFS errors the runtime may wait up to a minute for a cache
+  // block before its SIGBUS; the harness does not wait that long (no liveness promise holds
+  // while the DFS keeps failing).
+  const bool faulty_dfs = cls == "eio" || cls == "torn";
+  Exit ex = wk.Reap(faulty_dfs ? 15000 : 90000);
+  if (ex.timed_out && !faulty_dfs) {
+    Violate(rec, "liveness", "the worker did not finish within 90 s (killed)");
+  } else if (ex.timed_out) {
+    absl::StrAppend(&rec->what, "; still stuck on failing write-backs after 15 s, killed");
+  }
+  const bool by_us = wk.killed_by_us();
+  if (!ex.exited && ex.signal == SIGKILL && !by_us && !point.empty()) {
+    point_fired_[point]++;
+    fired = true;
+  }
+  if ((cls == "eio" || cls == "torn") && !rot) fired = !ev.errors.empty() || (!ex.exited && !by_us);
+  if (!ex.exited && ex.signal != SIGKILL) {
+    st.crashes++;  // SIGABRT (RocksDB 7.8.3 assertion), SIGBUS (read error): one more crash
+    absl::StrAppend(&rec->what, "; worker died of ", strsignal(ex.signal));
+  }
+  if (ex.exited && ex.code == 4 && faulty_dfs) {
+    absl::StrAppend(&rec->what, "; uunmap kept failing under injected faults");
+  } else if (ex.exited && ex.code == 5 && faulty_dfs) {
+    absl::StrAppend(&rec->what, "; umap refused the file: its map-time replay hit an injected EIO");
+  } else if (ex.exited && ex.code != 0) {
+    Violate(rec, ex.code == 4 ? "liveness" : "harness",
+            absl::StrCat("worker ", ex.ToString(), ex.code == 4 ? ": uunmap failed" : "",
+                         " (see ", log, ")"));
+  }
+  if (fired) st.fired++;
+  if (!ev.ready && ex.exited && ex.code == 0) {
+    Violate(rec, "harness", "worker exited 0 without reporting");
+  }
+
+  const auto t_worker = Clock::now();
+  // A reboot: the disks come back (ext4 replays its own log).
+  if (cls == "reboot") {
+    for (LoopFs* fs : {&*jfs_, &*dfs_}) {
+      if (absl::Status s = fs->Remount(); !s.ok()) {
+        Violate(rec, "harness", s.ToString());
+        return false;
+      }
+    }
+  }
+
+  auto decode = [&](const std::string& bytes) {
+    std::vector<Decoded> out;
+    for (uint64_t b = 0; b < kBlocks; ++b) {
+      if ((b + 1) * kBlockSize > bytes.size()) {
+        out.push_back({Decoded::Kind::kTorn, 0, "beyond end of file"});
+      } else {
+        out.push_back(DecodeBlock(tag, b, absl::MakeConstSpan(bytes.data() + b * kBlockSize,
+                                                              kBlockSize)));
+      }
+    }
+    return out;
+  };
+  if (c_.keep_crash) {
+    const std::string to = absl::StrCat(run_dir_, "/it-", rec->index, "/crash-state-",
+                                        rec->epochs_run);
+    MakeDirs(to).IgnoreError();  // cp below reports what fails
+    chaos::Run({"cp", "-a", dir_data, dir_journal, to}, run_dir_ + "/setup.log", 60000);
+  }
+  ++rec->epochs_run;
+  absl::StatusOr<std::string> pre_bytes = ReadWholeFile(file);
+  std::vector<Decoded> pre;
+  if (pre_bytes.ok()) pre = decode(*pre_bytes);
+
+  if (pending->has_value() && wk.base().has_value()) check_base();
+  const uint64_t upto = std::min(first + rounds - 1, ev.last_begun.value_or(first - 1) + 1);
+  if (!pending->has_value() && !last && !rot && rec->violations.empty() && rng.OneIn(3)) {
+    // Leave this crash to the next run's runtime (replay at map time), not to umap-recover.
+    absl::StrAppend(&rec->what, "; not recovered: left to the next run's map");
+    *pending = PendingCheck{*model, ev, upto, pre};
+    *first_round = std::max(first + rounds, ev.last_begun.value_or(first) + 2);
+    return true;
+  }
+  // A pending check still set here: this worker died before it reported what it mapped
+  // (before writing anything), so the file must satisfy the earlier run's oracle.
+  const bool judge_pending = pending->has_value();
+  if (judge_pending) absl::StrAppend(&rec->what, "; died before reporting the replayed file");
+
+  std::string rotted;
+  if (rot && !ex.exited) {
+    absl::StatusOr<std::string> r = RotOnePayload(dir_journal, fault_seed);
+    if (!r.ok()) {
+      Violate(rec, "harness", r.status().ToString());
+      return false;
+    }
+    rotted = *r;
+    if (!rotted.empty()) absl::StrAppend(&rec->what, "; ", rotted);
+  }
+
+  const std::string rlog = dir_data + "/../recover.log";
+  const bool pending_likely = (point == "journal.after_commit" || point == "apply.mid_write" ||
+                               point == "apply.after_sync") &&
+                              !ex.exited && !by_us;
+  const int code1 = Recover(dir_journal, rlog, rng, /*allow_kill=*/rotted.empty(), pending_likely,
+                            rec);
+  absl::StatusOr<std::string> bytes1 = ReadWholeFile(file);
+  Exit se1, se2;
+  const std::vector<std::string> status_argv = {c_.recover, "-j", dir_journal, "--missing-ok",
+                                                "status", "--json"};
+  absl::StatusOr<std::string> status1 = Capture(status_argv, rlog, &se1);
+  const int code2 = Recover(dir_journal, rlog, rng, false, false, rec);
+  absl::StatusOr<std::string> bytes2 = ReadWholeFile(file);
+  absl::StatusOr<std::string> status2 = Capture(status_argv, rlog, &se2);
+  if (!bytes1.ok() || !bytes2.ok()) {
+    Violate(rec, "harness", absl::StrCat("reading the recovered file: ",
+                                         (bytes1.ok() ? bytes2 : bytes1).status().ToString()));
+    return false;
+  }
+  const bool expect_refusal = !rotted.empty();
+  auto code_ok = [&](int code) { return expect_refusal ? code == 2 : (code == 0 || code == 1); };
+  if (!code_ok(code1)) {
+    Violate(rec, expect_refusal ? "crc" : "recovery",
+            absl::StrCat("umap-recover replay exited ", code1,
+                         expect_refusal ? " on a journal with a corrupt payload (expected 2: refused)"
+                                        : " (expected 0 or 1)",
+                         "; see ", rlog));
+  }
+  if (code2 != (expect_refusal ? 2 : 0)) {
+    Violate(rec, "idempotence", absl::StrCat("second umap-recover replay exited ", code2,
+                                             ", expected ", expect_refusal ? 2 : 0, "; see ", rlog));
+  }
+  if (*bytes1 != *bytes2) {
+    Violate(rec, "idempotence", "the file differs after a second recovery run");
+  }
+  static const std::regex kDuration("\"duration_us\": *[0-9]+");
+  auto norm = [](const absl::StatusOr<std::string>& s) {
+    return s.ok() ? std::regex_replace(*s, kDuration, "") : std::string("<error>");
+  };
+  if (norm(status1) != norm(status2) || !status1.ok()) {
+    Violate(rec, "idempotence", "umap-recover status differs after a second recovery run");
+  }
+  std::vector<Decoded> after = decode(*bytes1);
+  if (judge_pending) {
+    for (Violation& v : Check((*pending)->model, policy, (*pending)->ev, (*pending)->upto, after,
+                              (*pending)->pre)) {
+      rec->violations.push_back(std::move(v));
+    }
+    pending->reset();
+  } else {
+    for (Violation& v : Check(*model, policy, ev, upto, after, pre)) {
+      rec->violations.push_back(std::move(v));
+    }
+  }
+  if (c_.verbose) {
+    std::fprintf(stderr, "  epoch rounds %llu.. acked %lld begun %lld errors %zu exit %s rc %d/%d "
+                 "worker %.1f s, recovery %.1f s\n",
+                 static_cast<unsigned long long>(first),
+                 ev.last_acked ? static_cast<long long>(*ev.last_acked) : -1,
+                 ev.last_begun ? static_cast<long long>(*ev.last_begun) : -1, ev.errors.size(),
+                 ex.ToString().c_str(), code1, code2,
+                 std::chrono::duration<double>(t_worker - t_epoch).count(),
+                 std::chrono::duration<double>(Clock::now() - t_worker).count());
+  }
+  if (!rec->violations.empty() || expect_refusal) return false;
+  // The next run starts from this recovered file; its rounds never reuse a version.
+  *model = Model(wseed, kBlocks, Versions(after));
+  *first_round = std::max(first + rounds, ev.last_begun.value_or(first) + 2);
+  return true;
+}
+
+IterationRecord Harness::RunIteration(int index) {
+  Rng rng(Mix(c_.seed) ^ Mix(static_cast<uint64_t>(index) + 1));
+  // Weights: kill x3 (five crash points to cover), every other class x1.
+  std::vector<std::string> pool;
+  for (const std::string& f : c_.faults) {
+    for (int k = 0; k < (f == "kill" ? 3 : 1); ++k) pool.push_back(f);
+  }
+  IterationRecord rec;
+  rec.index = index;
+  rec.cls = pool[rng.Range(0, pool.size() - 1)];
+  const Policy policy = rng.OneIn(2) ? Policy::kAtomic : Policy::kRelaxed;
+  rec.policy = policy == Policy::kAtomic ? "atomic" : "relaxed";
+  ClassStats& st = stats_[rec.cls];
+  auto t0 = Clock::now();
+  if (absl::Status s = PrepareClass(rec.cls); !s.ok()) {
+    rec.skipped = true;
+    rec.skip_reason = std::string(s.message());
+    st.skipped++;
+    st.skip_reason = rec.skip_reason;
+    return rec;
+  }
+  st.iterations++;
+  const std::string it_dir = absl::StrCat(run_dir_, "/it-", index);
+  std::string data_parent = it_dir, journal_parent = it_dir;
+  if (rec.cls == "reboot") {
+    data_parent = absl::StrCat(dfs_->mount(), "/it-", index);
+    journal_parent = absl::StrCat(jfs_->mount(), "/it-", index);
+  } else if (rec.cls == "enospc") {
+    journal_parent = absl::StrCat(tmpfs_->mount(), "/it-", index);
+  } else if (!gluster_mount_.empty()) {
+    data_parent = absl::StrCat(gluster_mount_, "/it-", index);
+  }
+  const std::string data_dir = data_parent + "/data", journal_dir = journal_parent + "/journal";
+  MakeDirs(data_dir).IgnoreError();  // reported below when the file cannot be created
+  MakeDirs(it_dir).IgnoreError();
+  MakeDirs(journal_parent).IgnoreError();
+  const uint64_t tag = rng.Next() | 1;
+  const uint64_t wseed = rng.Next();
+  std::string initial(kBlocks * kBlockSize, '\0');
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    FillBlock(tag, b, 0, absl::MakeSpan(initial.data() + b * kBlockSize, kBlockSize));
+  }
+  if (absl::Status s = WriteWholeFile(data_dir + "/data.umap", initial, /*sync=*/true); !s.ok()) {
+    Violate(&rec, "harness", s.ToString());
+  } else {
+    Model model(wseed, kBlocks, std::vector<uint64_t>(kBlocks, 0));
+    uint64_t first_round = 1;
+    const int epochs = static_cast<int>(rng.Range(1, 3));
+    std::optional<PendingCheck> pending;
+    for (int e = 0; e < epochs; ++e) {
+      if (e > 0) absl::StrAppend(&rec.what, " | ");
+      // The log of the iteration sits next to the data dir (on the faulty disk for reboot;
+      // a copy goes to the run dir below).
+      if (!RunEpoch(&rec, rng, data_dir, journal_dir, tag, wseed, policy, &model, &first_round,
+                    &pending, e + 1 == epochs)) {
+        break;
+      }
+    }
+  }
+  rec.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!rec.violations.empty()) {
+    st.violations += rec.violations.size();
+    // Keep the evidence: copy what lives on the loop/tmpfs disks into the run dir.
+    if (data_parent != it_dir) {
+      chaos::Run({"cp", "-a", data_parent, it_dir + "/data-copy"}, run_dir_ + "/setup.log", 30000);
+    }
+    if (journal_parent != it_dir) {
+      chaos::Run({"cp", "-a", journal_parent, it_dir + "/journal-copy"}, run_dir_ + "/setup.log", 30000);
+    }
+    for (const Violation& v : rec.violations) {
+      violations_.push_back({index, rec.cls, v, Repro(index), it_dir});
+    }
+  } else if (!c_.keep) {
+    RemoveTree(it_dir).IgnoreError();  // best effort: a leftover directory only costs space
+    if (data_parent != it_dir) RemoveTree(data_parent).IgnoreError();
+    if (journal_parent != it_dir) RemoveTree(journal_parent).IgnoreError();
+  }
+  return rec;
+}
+
+uint64_t ParseDuration(const std::string& s) {
+  if (s.empty()) return 0;
+  uint64_t n = 0;
+  std::string num = s, unit = "s";
+  if (!std::isdigit(static_cast<unsigned char>(s.back()))) {
+    num = s.substr(0, s.size() - 1);
+    unit = s.substr(s.size() - 1);
+  }
+  if (!absl::SimpleAtoi(num, &n)) return ~0ull;
+  if (unit == "s") return n;
+  if (unit == "m") return n * 60;
+  if (unit == "h") return n * 3600;
+  return ~0ull;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+
+void Harness::WriteReports(double seconds) {
+  if (c_.report_dir.empty()) return;
+  if (absl::Status s = MakeDirs(c_.report_dir); !s.ok()) {
+    std::fprintf(stderr, "umap-chaos: --report: %s\n", s.ToString().c_str());
+    return;
+  }
+  std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"umap-chaos\">\n";
+  for (const auto& [cls, st] : stats_) {
+    int n = 0, fails = 0, skips = 0;
+    for (const auto& r : records_) {
+      if (r.cls != cls) continue;
+      ++n;
+      fails += !r.violations.empty();
+      skips += r.skipped;
+    }
+    absl::StrAppend(&xml, "  <testsuite name=\"chaos.", cls, "\" tests=\"", n, "\" failures=\"",
+                    fails, "\" skipped=\"", skips, "\">\n");
+    for (const auto& r : records_) {
+      if (r.cls != cls) continue;
+      absl::StrAppend(&xml, "    <testcase classname=\"chaos.", cls, "\" name=\"iteration-",
+                      r.index, "-", r.policy, "\" time=\"", r.seconds, "\">");
+      if (r.skipped) {
+        absl::StrAppend(&xml, "<skipped message=\"", XmlEscape(r.skip_reason), "\"/>");
+      }
+      for (const Violation& v : r.violations) {
+        absl::StrAppend(&xml, "<failure message=\"", XmlEscape(v.invariant), "\">",
+                        XmlEscape(v.detail + "\n" + r.what + "\nreproduce: " + Repro(r.index)),
+                        "</failure>");
+      }
+      absl::StrAppend(&xml, "<system-out>", XmlEscape(r.what), "</system-out></testcase>\n");
+    }
+    absl::StrAppend(&xml, "  </testsuite>\n");
+  }
+  xml += "</testsuites>\n";
+  WriteWholeFile(c_.report_dir + "/chaos-junit.xml", xml, false).IgnoreError();
+
+  std::string md = absl::StrCat("# umap-chaos summary\n\n- seed: `", c_.seed, "`\n- faults: `",
+                                c_.faults_arg, "`, dfs `", c_.dfs, "`", 
+                                c_.mutation.empty() ? "" : ", mutation `" + c_.mutation + "`",
+                                "\n- iterations: ", records_.size(), ", wall time ",
+                                static_cast<int>(seconds), " s\n\n",
+                                "| class | iterations | faults fired | recoveries | crashes (SIGABRT/SIGBUS) | violations | skipped |\n",
+                                "|---|---|---|---|---|---|---|\n");
+  for (const auto& [cls, st] : stats_) {
+    absl::StrAppend(&md, "| ", cls, " | ", st.iterations, " | ", st.fired, " | ", st.recoveries,
+                    " | ", st.crashes, " | ", st.violations, " | ",
+                    st.skipped ? absl::StrCat(st.skipped, " (", st.skip_reason, ")") : "0", " |\n");
+  }
+  absl::StrAppend(&md, "\n| crash point | armed | fired |\n|---|---|---|\n");
+  std::set<std::string> names;
+  for (auto& [k, v] : point_armed_) names.insert(k);
+  for (auto& [k, v] : point_fired_) names.insert(k);
+  for (const std::string& k : names) {
+    absl::StrAppend(&md, "| `", k, "` | ", point_armed_[k], " | ", point_fired_[k], " |\n");
+  }
+  absl::StrAppend(&md, "\n## Violations: ", violations_.size(), "\n\n");
+  for (const ViolationRecord& v : violations_) {
+    absl::StrAppend(&md, "- iteration ", v.iteration, " (", v.cls, "): **", v.v.invariant, "**: ",
+                    v.v.detail, "  \n  reproduce: `", v.repro, "`; evidence in `", v.dir, "`\n");
+  }
+  WriteWholeFile(c_.report_dir + "/chaos-summary.md", md, false).IgnoreError();
+}
+
+int Harness::Run() {
+  const uint64_t budget = ParseDuration(c_.duration);
+  if (budget == ~0ull) {
+    std::fprintf(stderr, "umap-chaos: --duration %s: expected N, Ns, Nm or Nh\n", c_.duration.c_str());
+    return 2;
+  }
+  if (c_.work_dir.empty()) c_.work_dir = absl::StrCat("/var/tmp/umap-chaos-", ::getpid());
+  run_dir_ = c_.work_dir;
+  if (absl::Status s = MakeDirs(run_dir_); !s.ok()) {
+    std::fprintf(stderr, "umap-chaos: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  std::printf("umap-chaos: seed %llu, faults %s, dfs %s%s, work dir %s\n",
+              static_cast<unsigned long long>(c_.seed), c_.faults_arg.c_str(), c_.dfs.c_str(),
+              c_.mutation.empty() ? "" : (", MUTATION " + c_.mutation).c_str(), run_dir_.c_str());
+  std::fflush(stdout);
+  if (c_.dfs == "gluster") {
+    gluster_name_ = absl::StrCat("chaos", ::getpid());
+    const std::string mnt = run_dir_ + "/gluster";
+    MakeDirs(mnt).IgnoreError();
+    Exit e = chaos::Run({c_.testbed, "up-single", "--name", gluster_name_, "--mount", mnt,
+                  "--ping-timeout", "3"},
+                 run_dir_ + "/gluster-up.log", 180000);
+    if (e.exited && e.code == 0) {
+      gluster_mount_ = mnt;
+    } else {
+      std::fprintf(stderr,
+                   "umap-chaos: GlusterFS testbed did not start (%s; see %s): every class runs "
+                   "on the local data dir instead and the run counts as skipped\n",
+                   e.ToString().c_str(), (run_dir_ + "/gluster-up.log").c_str());
+      for (const std::string& f : c_.faults) {
+        stats_[f].skip_reason = "GlusterFS testbed did not start";
+        stats_[f].skipped++;
+      }
+    }
+  }
+  auto t0 = Clock::now();
+  int index = c_.only_iteration >= 0 ? c_.only_iteration : 0;
+  for (;; ++index) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (c_.only_iteration >= 0 && index > c_.only_iteration) break;
+    if (c_.only_iteration < 0) {
+      if (c_.iterations > 0 && index >= c_.iterations) break;
+      if (budget > 0 && elapsed >= budget) break;
+      if (c_.iterations == 0 && budget == 0) break;
+    }
+    IterationRecord rec = RunIteration(index);
+    const char* verdict = rec.skipped ? "SKIP" : rec.violations.empty() ? "ok" : "VIOLATION";
+    if (c_.verbose || !rec.violations.empty() || rec.skipped) {
+      std::printf("[%d] %s %s: %s (%.1f s) %s\n", index, rec.cls.c_str(), rec.policy.c_str(),
+                  rec.what.c_str(), rec.seconds, verdict);
+    }
+    for (const Violation& v : rec.violations) {
+      std::printf("  VIOLATION %s: %s\n  reproduce: %s\n", v.invariant.c_str(), v.detail.c_str(),
+                  Repro(index).c_str());
+    }
+    std::fflush(stdout);
+    records_.push_back(std::move(rec));
+    if (c_.expect_violation && !violations_.empty()) break;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!gluster_mount_.empty()) {
+    chaos::Run({c_.testbed, "down", "--name", gluster_name_}, run_dir_ + "/gluster-up.log", 120000);
+  }
+  jfs_.reset();
+  dfs_.reset();
+  tmpfs_.reset();
+
+  std::printf("\n%-8s %10s %12s %11s %8s %11s %8s\n", "class", "iterations", "faults fired",
+              "recoveries", "crashes", "violations", "skipped");
+  bool any_skip = false;
+  for (const std::string& f : c_.faults) {
+    ClassStats& st = stats_[f];
+    std::printf("%-8s %10llu %12llu %11llu %8llu %11llu %8llu%s%s\n", f.c_str(),
+                static_cast<unsigned long long>(st.iterations),
+                static_cast<unsigned long long>(st.fired),
+                static_cast<unsigned long long>(st.recoveries),
+                static_cast<unsigned long long>(st.crashes),
+                static_cast<unsigned long long>(st.violations),
+                static_cast<unsigned long long>(st.skipped), st.skipped ? "  skipped: " : "",
+                st.skip_reason.c_str());
+    any_skip |= st.skipped > 0;
+  }
+  std::printf("\n%-26s %8s %8s\n", "crash point", "armed", "fired");
+  std::set<std::string> names;
+  for (auto& [k, v] : point_armed_) names.insert(k);
+  for (auto& [k, v] : point_fired_) names.insert(k);
+  for (const std::string& k : names) {
+    std::printf("%-26s %8llu %8llu\n", k.c_str(), static_cast<unsigned long long>(point_armed_[k]),
+                static_cast<unsigned long long>(point_fired_[k]));
+  }
+  std::printf("\n%zu iterations in %.0f s, %zu violations (seed %llu)\n", records_.size(), seconds,
+              violations_.size(), static_cast<unsigned long long>(c_.seed));
+  WriteReports(seconds);
+  if (violations_.empty() && !c_.keep) RemoveTree(run_dir_).IgnoreError();
+  if (c_.expect_violation) {
+    if (violations_.empty()) {
+      std::printf("FAIL: --expect-violation: the suite did not catch%s within the run\n",
+                  c_.mutation.empty() ? " anything" : (" mutation " + c_.mutation).c_str());
+      return 1;
+    }
+    std::printf("PASS: caught %s (first: %s)\n",
+                c_.mutation.empty() ? "a violation" : ("mutation " + c_.mutation).c_str(),
+                violations_.front().v.invariant.c_str());
+    return 0;
+  }
+  if (!violations_.empty()) {
+    std::printf("FAIL: %zu violations; reproduce each with the command printed above\n",
+                violations_.size());
+    return 1;
+  }
+  if (any_skip) {
+    std::printf("SKIPPED: a requested fault class could not run (see above); not a pass\n");
+    return 77;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace chaos
+
+int main(int argc, char** argv) {
+  chaos::Config c;
+  CLI::App app{"umap-chaos: kill, power-cut, stall and fill the storage under a real Umap "
+               "worker, recover with umap-recover, check the durability invariants "
+               "(docs/chaos.md)"};
+  bool have_seed = false;
+  app.add_option("--seed", c.seed, "PRNG seed (default: from the clock; always printed)")
+      ->each([&](const std::string&) { have_seed = true; });
+  app.add_option("--iterations", c.iterations, "stop after N iterations (0: use --duration)");
+  app.add_option("--duration", c.duration, "stop after this time: N[s|m|h]");
+  app.add_option("--faults", c.faults_arg, "comma-separated: kill,reboot,timeout,enospc,eio,torn")
+      ->capture_default_str();
+  app.add_option("--dfs", c.dfs, "local or gluster")->check(CLI::IsMember({"local", "gluster"}));
+  app.add_option("--report", c.report_dir, "write chaos-junit.xml and chaos-summary.md here");
+  app.add_option("--mutation", c.mutation, "arm a test mutation in workers (and umap-recover)")
+      ->check(CLI::IsMember({"apply_before_commit", "gc_before_sync", "skip_crc"}));
+  app.add_option("--work-dir", c.work_dir, "scratch directory (default /var/tmp/umap-chaos-PID)");
+  app.add_option("--worker", c.worker, "umap-chaos-worker binary")->capture_default_str();
+  app.add_option("--recover", c.recover, "umap-recover binary")->capture_default_str();
+  app.add_option("--gluster-testbed", c.testbed, "faultinject/gluster/gluster-testbed script")
+      ->capture_default_str();
+  app.add_option("--iteration", c.only_iteration, "run only iteration I (reproduce)");
+  app.add_flag("--expect-violation", c.expect_violation,
+               "succeed only if a violation is found (mutation tests); stops at the first");
+  app.add_flag("--keep", c.keep, "keep the work dir of passing iterations");
+  app.add_flag("--keep-crash-state", c.keep_crash,
+               "copy the data file and the journal as the crash left them (before any "
+               "recovery) into the iteration's directory");
+  app.add_flag("-v,--verbose", c.verbose, "print every iteration");
+  c.faults_arg = "kill,reboot,timeout,enospc,eio,torn";
+  CLI11_PARSE(app, argc, argv);
+  {
+    std::error_code ec;
+    std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
+    if (!ec) c.self = self.string();
+  }
+  if (!have_seed) {
+    c.seed = static_cast<uint64_t>(
+        std::chrono::system_clock::now().time_since_epoch().count()) % 1000000007ull;
+  }
+  for (absl::string_view f : absl::StrSplit(c.faults_arg, ',', absl::SkipEmpty())) {
+    if (std::find(std::begin(chaos::kClassNames), std::end(chaos::kClassNames), f) ==
+        std::end(chaos::kClassNames)) {
+      std::fprintf(stderr, "umap-chaos: --faults: unknown class '%s'\n", std::string(f).c_str());
+      return 2;
+    }
+    c.faults.emplace_back(f);
+  }
+  if (c.faults.empty()) {
+    std::fprintf(stderr, "umap-chaos: --faults is empty\n");
+    return 2;
+  }
+  if (c.iterations == 0 && c.duration == "0" && c.only_iteration < 0) c.iterations = 20;
+  std::signal(SIGPIPE, SIG_IGN);
+  chaos::Harness h(c);
+  return h.Run();
+}

@@ -1,0 +1,78 @@
+// The oracle of umap-chaos: what the file may hold after a crash and recovery, given what
+// the worker reported over its pipe (acknowledged and in-flight umsyncs). It lives in the
+// driver, outside the faulty storage, and is the only judge of a run.
+//
+// Invariants (docs/chaos.md, "Invariants"):
+//   durability   every block is at least at its version after the last acknowledged umsync;
+//   atomicity    no block is torn or foreign; atomic policy: the whole file equals the model
+//                after the last acknowledged umsync or after one that was in flight or
+//                failed later (prefix order: never a later one without its predecessors,
+//                never a partial one, never unsynced writes);
+//   relaxed      every block holds a version that was written to it, never older than its
+//                last acknowledged one;
+//   monotonicity recovery never moves a block to an older version than the file held
+//                before it ran.
+#ifndef UMAP_CHAOS_ORACLE_H_
+#define UMAP_CHAOS_ORACLE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chaos/workload.h"
+
+namespace chaos {
+
+struct Violation {
+  std::string invariant;  // "durability", "atomicity", "prefix", "monotonicity", ...
+  std::string detail;
+};
+
+// What one worker run reported.
+struct EpochEvents {
+  uint64_t first_round = 1;              // the first round this run writes
+  std::optional<uint64_t> last_acked;    // highest "A"
+  std::optional<uint64_t> last_begun;    // highest "B"
+  std::vector<std::pair<uint64_t, int>> errors;  // "E": round, errno
+  std::optional<uint64_t> stall_round;   // "T"
+  bool ready = false;                    // "R"
+  std::optional<int> unmap_rc;           // "U"
+};
+
+enum class Policy { kAtomic, kRelaxed };
+
+class Model {
+ public:
+  Model(uint64_t seed, uint64_t blocks, std::vector<uint64_t> base)
+      : seed_(seed), blocks_(blocks), base_(std::move(base)) {}
+
+  // The block versions after rounds first..k were all applied on top of base (k < first:
+  // base).
+  std::vector<uint64_t> StateAfter(uint64_t first, uint64_t k) const;
+  // Whether round `version` (first <= version <= hi) wrote `block`, or it is the base.
+  bool Written(uint64_t block, uint64_t version, uint64_t first, uint64_t hi) const;
+  const std::vector<uint64_t>& base() const { return base_; }
+  uint64_t blocks() const { return blocks_; }
+
+ private:
+  const std::vector<uint64_t>& Round(uint64_t r) const;
+  uint64_t seed_, blocks_;
+  std::vector<uint64_t> base_;
+  mutable std::map<uint64_t, std::vector<uint64_t>> rounds_;
+};
+
+// Checks the recovered file `after` (one Decoded per block). `before`: the file as the crash
+// left it, before recovery ran (for monotonicity), or empty. `writes_possible_upto`: the last
+// round whose writes may have reached the cache (last begun + 1, capped by the budget).
+std::vector<Violation> Check(const Model& model, Policy policy, const EpochEvents& ev,
+                             uint64_t writes_possible_upto, const std::vector<Decoded>& after,
+                             const std::vector<Decoded>& before);
+
+// The versions of `file` (every block kVersion), for the next run's base.
+std::vector<uint64_t> Versions(const std::vector<Decoded>& file);
+
+}  // namespace chaos
+
+#endif  // UMAP_CHAOS_ORACLE_H_

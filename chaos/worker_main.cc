@@ -1,0 +1,170 @@
+// umap-chaos-worker: the process umap-chaos kills. It maps one file through the public API
+// (umap_ex / umsync / uunmap), writes versioned blocks round after round (chaos/workload.h)
+// and tells the driver over a pipe, before and after each umsync, what it is doing. The
+// driver keeps the oracle; nothing here is trusted after a crash.
+//
+// Pipe lines (each one write() of less than PIPE_BUF bytes, so lines never interleave):
+//   R <pid>                 mapped, about to start
+//   V <v0>,<v1>,...         (--report-base) the version of every block as read through the
+//                           new mapping, -1 for a torn or foreign block
+//   B <round>               round's writes done, umsync starting (in flight from now on)
+//   A <round>               umsync returned 0 (acknowledged)
+//   E <round> <errno>       umsync returned -1 (indeterminate)
+//   T <round> <ms>          a stall of <ms> was armed for the next data-file sync
+//   U <rc> <errno>          uunmap result after the last round
+// Exit codes: 0 all rounds done and unmapped; 2 set-up failed (message on stderr); 4 uunmap
+// failed; 5 umap_ex failed with EIO (the replay of pending records at map time failed). SIGKILL (driver or crash point) and SIGABRT (RocksDB 7.8.3 assertion) are crashes.
+//
+// Fault injection (eio, torn, timeout): the runtime is built through the internal C++ API
+// (runtime::Runtime::Create with RuntimeOptions::env = a FaultEnv over Env::Default()),
+// because umap_config has no Env field; c_api::TEST_AdoptRuntime then hands it to the C API,
+// so umsync() and uunmap() below are the public calls all the same.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "chaos/worker_env.h"
+#include "chaos/workload.h"
+#include "umap/umap.h"
+
+namespace {
+
+int g_report_fd = 3;
+
+void Report(const std::string& line) {
+  std::string l = line + "\n";
+  // A dead driver (EPIPE) must not hide the crash we are here for: ignore write errors.
+  ssize_t n = ::write(g_report_fd, l.data(), l.size());
+  (void)n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"umap-chaos-worker: writes versioned blocks through umap for umap-chaos"};
+  std::string file, journal, policy = "atomic", fault = "none";
+  uint64_t seed = 1, tag = 1, first_round = 1, rounds = 40, blocks = 64, cache_blocks = 16;
+  uint64_t fault_seed = 1, fault_one_in = 20, stall_round = 0, stall_ms = 0, die_round = 0;
+  bool die_power_cut = false, report_base = false;
+  app.add_option("--file", file)->required();
+  app.add_option("--journal", journal)->required();
+  app.add_option("--policy", policy)->check(CLI::IsMember({"atomic", "relaxed"}));
+  app.add_option("--seed", seed, "workload seed (RoundBlocks)");
+  app.add_option("--tag", tag, "file tag written into every block");
+  app.add_option("--first-round", first_round);
+  app.add_option("--rounds", rounds);
+  app.add_option("--blocks", blocks);
+  app.add_option("--cache-blocks", cache_blocks);
+  app.add_option("--report-fd", g_report_fd);
+  app.add_option("--fault", fault)->check(CLI::IsMember({"none", "eio", "torn", "timeout"}));
+  app.add_option("--fault-seed", fault_seed);
+  app.add_option("--fault-one-in", fault_one_in);
+  app.add_option("--stall-round", stall_round, "timeout: arm the stall after this round");
+  app.add_option("--stall-ms", stall_ms);
+  app.add_option("--die-round", die_round, "after this round's umsync, die (0: never)");
+  app.add_flag("--die-power-cut", die_power_cut,
+               "dying: drop the data file's unsynced writes (torn at sectors) first");
+  app.add_flag("--report-base", report_base,
+               "before writing, read every block through the mapping and report its version");
+  CLI11_PARSE(app, argc, argv);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  int fd = ::open(file.c_str(), O_RDWR);
+  if (fd < 0) {
+    std::fprintf(stderr, "umap-chaos-worker: open %s: %s\n", file.c_str(), std::strerror(errno));
+    return 2;
+  }
+  // Always wrapped in a FaultEnv, so every fault class runs the same code path; with no
+  // rule armed it only forwards (and tracks unsynced ranges for --die-power-cut).
+  chaos_worker::RuntimeSpec spec;
+  spec.journal_dir = journal;
+  spec.relaxed = policy == "relaxed";
+  spec.cache_bytes = cache_blocks * chaos::kBlockSize;
+  spec.block_size = chaos::kBlockSize;
+  spec.fault = fault;
+  spec.fault_seed = fault_seed;
+  spec.fault_one_in = fault_one_in;
+  spec.file_name = file.substr(file.rfind('/') + 1);
+  std::string error;
+  umap_runtime* r = chaos_worker::CreateRuntime(spec, &error);
+  if (r == nullptr) {
+    std::fprintf(stderr, "umap-chaos-worker: %s\n", error.c_str());
+    return 2;
+  }
+  const size_t size = blocks * chaos::kBlockSize;
+  char* p = static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    std::fprintf(stderr, "umap-chaos-worker: umap %s: %s\n", file.c_str(), std::strerror(err));
+    // EIO: replaying an earlier run's journal records at map time hit an (injected) I/O
+    // error; umap refuses the mapping and the records stay for umap-recover.
+    return err == EIO ? 5 : 2;
+  }
+  Report(absl::StrCat("R ", ::getpid()));
+  if (report_base) {
+    // What the file holds once umap_ex has replayed the journal's pending records of an
+    // earlier, crashed run: the driver checks it against that run's oracle.
+    std::string line = "V ";
+    for (uint64_t b = 0; b < blocks; ++b) {
+      chaos::Decoded d = chaos::DecodeBlock(
+          tag, b, absl::MakeConstSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
+      absl::StrAppend(&line, b ? "," : "",
+                      d.kind == chaos::Decoded::Kind::kVersion ? static_cast<int64_t>(d.version) : -1);
+    }
+    Report(line);
+  }
+  const uint64_t last = first_round + rounds - 1;
+  for (uint64_t round = first_round; round <= last; ++round) {
+    for (uint64_t b : chaos::RoundBlocks(seed, round, blocks)) {
+      chaos::FillBlock(tag, b, round,
+                             absl::MakeSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
+    }
+    Report(absl::StrCat("B ", round));
+    if (umsync(p, size, MS_SYNC) == 0) {
+      Report(absl::StrCat("A ", round));
+    } else {
+      const int err = errno;
+      Report(absl::StrCat("E ", round, " ", err));
+      // Back off a little: the journal reopens, space may come back, the DFS may return.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (fault == "timeout" && round == stall_round) {
+      // A DFS that stops answering: the next data-file sync blocks, then fails or proceeds.
+      if (!chaos_worker::ArmSyncStall(stall_ms, (fault_seed & 1) != 0, &error)) {
+        std::fprintf(stderr, "umap-chaos-worker: arming stall: %s\n", error.c_str());
+        return 2;
+      }
+      Report(absl::StrCat("T ", round, " ", stall_ms));
+    }
+    if (round == die_round) {
+      if (die_power_cut) {
+        // The DFS node loses what was never fdatasync'ed; the journal's disk survives.
+        chaos_worker::PowerCutDataFile(fault_seed);
+      }
+      std::raise(SIGKILL);
+    }
+  }
+  // uunmap writes back like umsync; with injected faults it may fail and leave the mapping
+  // in place (nothing lost). Retry as an application would.
+  int rc = -1, err = 0;
+  for (int attempt = 0; attempt < 50 && rc != 0; ++attempt) {
+    rc = uunmap(p, size);
+    err = rc == 0 ? 0 : errno;
+    if (rc != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Report(absl::StrCat("U ", rc, " ", err));
+  if (rc != 0) return 4;
+  if (umap_runtime_destroy(r) != 0) return 4;
+  ::close(fd);
+  return 0;
+}
