@@ -77,6 +77,7 @@ typedef struct umap_stats {
   uint64_t io_write_bytes;
   uint64_t io_write_timeouts;/* writes that passed their deadline (umsync got ETIMEDOUT) */
   uint64_t prefetched_blocks;/* blocks queued by sequential read-ahead */
+  uint64_t umsyncs_shared;   /* umsyncs answered by a concurrent umsync that covered them */
   uint64_t io_size_hist[UMAP_IO_SIZE_BUCKETS];
   int io_engine;             /* the engine in use: UMAP_IO_URING or UMAP_IO_POSIX */
 } umap_stats;
