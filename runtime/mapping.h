@@ -98,7 +98,8 @@ class Mapping final : public io::IoFileClient {
   // Returns false when the write failed (the shadows stay pending; retry later).
   bool WriteShadows(absl::Span<const uint32_t> shadows);
 
-  // umsync of blocks [first, end): capture, write back, fdatasync. Serialised per mapping.
+  // umsync of blocks [first, end): capture, write back, fdatasync. Serialised per mapping;
+  // a caller that waited may return the result of a later umsync covering it (group commit).
   absl::Status Sync(uint64_t first, uint64_t end);
   // After the last Sync: returns every cache block to the pool (no handler may be inside
   // this mapping any more).
