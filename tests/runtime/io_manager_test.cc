@@ -235,20 +235,32 @@ TEST(IoManagerTest, AdjacentQueuedMissesBecomeOneRead) {
 
 class IoManagerTimeoutTest : public ::testing::TestWithParam<Engine> {};
 
+// A 16-block pattern file opened through `env` whose reads stall until released: every read
+// (`every_read`) or only the next one. Null (with a failure recorded) if it cannot be set up.
+std::unique_ptr<FakeMapping> OpenStalling(const TempDir& dir, faultinject::FaultEnv& env,
+                                          bool every_read) {
+  const std::string path = dir.File("f");
+  int fd = MakePatternFile(path, 16 * kBlock);
+  ::close(fd);
+  auto file = env.OpenFile(path, OpenMode::kReadOnly);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return nullptr;
+  const auto stall = faultinject::Fault::Stall(absl::InfiniteDuration());
+  absl::Status armed = every_read ? env.FailOneIn(faultinject::Op::kRead, 1, 1, stall)
+                                  : env.FailNext(faultinject::Op::kRead, 1, stall);
+  EXPECT_TRUE(armed.ok()) << armed;
+  if (!armed.ok()) return nullptr;
+  return std::make_unique<FakeMapping>(*std::move(file), 16, 16 * kBlock);
+}
+
 // A backend that stalls every read: each attempt times out, is retried with backoff, and
 // after the retry budget the fill fails with ETIMEDOUT, counted and reported.
 TEST_P(IoManagerTimeoutTest, StalledReadsAreRetriedThenFailWithEtimedout) {
   TempDir dir;
-  const std::string path = dir.File("f");
-  int fd = MakePatternFile(path, 16 * kBlock);
-  ::close(fd);
   faultinject::FaultEnv env(Env::Default());
-  auto file = env.OpenFile(path, OpenMode::kReadOnly);
-  ASSERT_TRUE(file.ok());
-  ASSERT_TRUE(env.FailOneIn(faultinject::Op::kRead, 1, 1,
-                            faultinject::Fault::Stall(absl::InfiniteDuration()))
-                  .ok());
-  FakeMapping f(*std::move(file), 16, 16 * kBlock);
+  std::unique_ptr<FakeMapping> fm = OpenStalling(dir, env, /*every_read=*/true);
+  ASSERT_NE(fm, nullptr);
+  FakeMapping& f = *fm;
   IoOptions o;
   o.engine = GetParam();
   o.channels = 1;
@@ -279,16 +291,10 @@ TEST_P(IoManagerTimeoutTest, StalledReadsAreRetriedThenFailWithEtimedout) {
 // One stall, then the backend recovers: the retry delivers the right bytes.
 TEST_P(IoManagerTimeoutTest, ARetryAfterOneStallDeliversTheBytes) {
   TempDir dir;
-  const std::string path = dir.File("f");
-  int fd = MakePatternFile(path, 16 * kBlock);
-  ::close(fd);
   faultinject::FaultEnv env(Env::Default());
-  auto file = env.OpenFile(path, OpenMode::kReadOnly);
-  ASSERT_TRUE(file.ok());
-  ASSERT_TRUE(env.FailNext(faultinject::Op::kRead, 1,
-                           faultinject::Fault::Stall(absl::InfiniteDuration()))
-                  .ok());
-  FakeMapping f(*std::move(file), 16, 16 * kBlock);
+  std::unique_ptr<FakeMapping> fm = OpenStalling(dir, env, /*every_read=*/false);
+  ASSERT_NE(fm, nullptr);
+  FakeMapping& f = *fm;
   IoOptions o;
   o.engine = GetParam();
   o.channels = 2;  // the stalled helper keeps its thread; another one retries
@@ -319,17 +325,11 @@ INSTANTIATE_TEST_SUITE_P(Engines, IoManagerTimeoutTest,
 
 TEST(IoManagerTest, RemovingAQueueCancelsItsQueuedFills) {
   TempDir dir;
-  const std::string path = dir.File("f");
-  int fd = MakePatternFile(path, 16 * kBlock);
-  ::close(fd);
   faultinject::FaultEnv env(Env::Default());
-  auto file = env.OpenFile(path, OpenMode::kReadOnly);
-  ASSERT_TRUE(file.ok());
   // Every read stalls until released: the first fills sit in flight, the rest queued.
-  ASSERT_TRUE(env.FailOneIn(faultinject::Op::kRead, 1, 1,
-                            faultinject::Fault::Stall(absl::InfiniteDuration()))
-                  .ok());
-  FakeMapping f(*std::move(file), 16, 16 * kBlock);
+  std::unique_ptr<FakeMapping> fm = OpenStalling(dir, env, /*every_read=*/true);
+  ASSERT_NE(fm, nullptr);
+  FakeMapping& f = *fm;
   IoOptions o;
   o.engine = Engine::kPosix;
   o.channels = 1;
