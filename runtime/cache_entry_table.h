@@ -52,7 +52,6 @@ class CacheEntryTable {
     bool staged() const { return v & kStaged; }
     bool syncing() const { return v & kSyncing; }
     bool filling() const { return v & kFilling; }
-    bool fill_write() const { return v & kFillWrite; }
     uint32_t cb() const { return static_cast<uint32_t>(v & kCbMask); }
     // Shadow slot, valid when shadow().
     uint32_t shadow_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }

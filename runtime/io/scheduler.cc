@@ -151,7 +151,6 @@ bool IoScheduler::Next(uint32_t max_blocks, uint64_t now_us, Taker who, Run* out
   }
   out->first = lo;
   out->count = static_cast<uint32_t>(hi - lo + 1);
-  q->served_total_.fetch_add(out->count, std::memory_order_relaxed);
   vtime_ = q->key_;
   q->key_ += out->count;
   if (q->head_ == kNoCb) {

@@ -50,9 +50,7 @@ class IoQueue {
  public:
   explicit IoQueue(IoClient* client) : client_(client) {}
   IoClient* client() const { return client_; }
-  // Blocks handed out to channels so far (the least-served key; all queues of a runtime
-  // share one block size), and fills queued now.
-  uint64_t served_blocks() const { return served_total_.load(std::memory_order_relaxed); }
+  // Fills queued now.
   uint64_t queued() const { return queued_.load(std::memory_order_relaxed); }
 
  private:
@@ -61,10 +59,9 @@ class IoQueue {
   // Guarded by the scheduler's mutex.
   uint32_t head_ = kNoCb;
   uint32_t tail_ = kNoCb;
-  uint64_t key_ = 0;     // least-served key (virtual blocks)
+  uint64_t key_ = 0;     // least-served key: blocks handed out, from the virtual time on
   int heap_pos_ = -1;    // index in the heap, -1 when not backlogged
   std::atomic<uint64_t> queued_{0};
-  std::atomic<uint64_t> served_total_{0};
 };
 
 // A run of adjacent blocks of one queue handed to a channel.
