@@ -31,6 +31,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "chaos/journal_rot.h"
@@ -60,6 +61,10 @@ constexpr const char* kWorkerPoints[] = {"journal.before_commit", "journal.after
                                          "gc.before_delete"};
 constexpr uint64_t kBlocks = 64;
 constexpr uint64_t kCacheBlocks = 16;
+// Bound on a worker's growth (VmRSS) from its first umsync to its peak: RocksDB's two 8 MiB
+// memtables (journal/journal.cc), plus room for flush and compaction buffers and malloc
+// arenas. Measured: 12-13 MiB over 3000 fault-free rounds (docs/chaos.md, "Memory").
+constexpr uint64_t kRssGrowthBoundKib = 32 << 10;
 
 struct Config {
   uint64_t seed = 0;
@@ -86,6 +91,7 @@ struct ClassStats {
   uint64_t iterations = 0, fired = 0, recoveries = 0, violations = 0, crashes = 0;
   uint64_t skipped = 0;
   std::string skip_reason;
+  uint64_t max_rss_growth_kib = 0, max_rss_kib = 0;
 };
 
 struct ViolationRecord {
@@ -207,6 +213,17 @@ class Worker {
   const std::optional<std::vector<int64_t>>& base() const { return base_; }
   bool eof() const { return eof_; }
   bool killed_by_us() const { return killed_by_us_; }
+  // "M": memory after each umsync.
+  struct Memory {
+    uint64_t samples = 0, first_rss_kib = 0, first_round = 0, max_rss_kib = 0, max_round = 0;
+    uint64_t max_cache_bytes = 0;
+  };
+  const Memory& memory() const { return mem_; }
+  // "F": injected failures fired so far (data file, journal).
+  uint64_t data_fired() const { return data_fired_; }
+  uint64_t journal_fired() const { return journal_fired_; }
+  // "H": the round during which the journal's fault rules ended.
+  const std::optional<uint64_t>& healed_round() const { return healed_; }
   int errors_with(int err) const {
     int n = 0;
     for (auto& [r, e] : ev_.errors) n += e == err;
@@ -226,6 +243,24 @@ class Worker {
     if (f[0] == "E") ev_.errors.emplace_back(a, static_cast<int>(b));
     if (f[0] == "T") ev_.stall_round = a;
     if (f[0] == "U") ev_.unmap_rc = static_cast<int>(a);
+    if (f[0] == "F") {
+      data_fired_ = a;
+      journal_fired_ = b;
+    }
+    if (f[0] == "H") healed_ = a;
+    if (f[0] == "M" && f.size() >= 4) {
+      uint64_t cache = 0;
+      (void)absl::SimpleAtoi(f[3], &cache);
+      if (mem_.samples++ == 0) {
+        mem_.first_rss_kib = b;
+        mem_.first_round = a;
+      }
+      if (b > mem_.max_rss_kib) {
+        mem_.max_rss_kib = b;
+        mem_.max_round = a;
+      }
+      mem_.max_cache_bytes = std::max(mem_.max_cache_bytes, cache);
+    }
     if (f[0] == "V" && f.size() >= 2) {
       std::vector<int64_t> v;
       for (absl::string_view x : absl::StrSplit(f[1], ',')) {
@@ -243,6 +278,9 @@ class Worker {
   bool eof_ = false, reaped_ = false, killed_by_us_ = false;
   Exit exit_;
   EpochEvents ev_;
+  Memory mem_;
+  uint64_t data_fired_ = 0, journal_fired_ = 0;
+  std::optional<uint64_t> healed_;
   std::optional<std::vector<int64_t>> base_;
   Clock::time_point start_;
 };
@@ -398,6 +436,7 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
   std::vector<std::string> env;
   if (!c_.mutation.empty()) env.push_back("UMAP_TEST_MUTATION=" + c_.mutation);
   bool fired = false, rot = false;
+  int enospc_kind = 0, heal_ms = 0;
   std::string point;
   const uint64_t fault_seed = rng.Next();
 
@@ -416,16 +455,39 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     point_armed_[point]++;
     absl::StrAppend(&rec->what, "journal rot after a kill at ", point, ":", n);
   } else if (cls == "eio" || cls == "torn") {
+    // Which storage breaks: 0 the data file, 1 the journal, 2 both. The journal's FaultFs
+    // has no torn writes: its "torn" is the power cut below, tearing the WAL's unsynced tail
+    // (with a garbled sector).
+    const uint64_t side = rng.Range(0, 2);
     const uint64_t one_in = rng.Range(5, 40);
     const uint64_t die = first + rng.Range(3, rounds);
-    const bool power = rng.OneIn(2);
-    args.insert(args.end(), {"--fault", cls, "--fault-seed", absl::StrCat(fault_seed),
-                             "--fault-one-in", absl::StrCat(one_in), "--die-round",
+    // At death: 0 no power cut, 1 the data file's storage, 2 the journal's, 3 both.
+    const uint64_t cut = rng.Range(0, 3);
+    args.insert(args.end(), {"--fault-seed", absl::StrCat(fault_seed), "--die-round",
                              absl::StrCat(die)});
-    if (power) args.push_back("--die-power-cut");
-    absl::StrAppend(&rec->what, cls == "eio" ? "EIO on 1 in " : "torn write on 1 in ", one_in,
-                    " data writes", cls == "eio" ? " and lost-page fsyncs" : "",
-                    ", dies after round ", die, power ? " with a DFS power cut" : "");
+    if (side != 1) {
+      args.insert(args.end(), {"--fault", cls, "--fault-one-in", absl::StrCat(one_in)});
+      absl::StrAppend(&rec->what, cls == "eio" ? "EIO on 1 in " : "torn write on 1 in ", one_in,
+                      " data writes", cls == "eio" ? " and lost-page fsyncs" : "");
+    }
+    if (side != 0 && cls == "eio") {
+      const uint64_t j_one_in = rng.Range(10, 80);
+      args.insert(args.end(), {"--journal-fault", "eio", "--journal-fault-one-in",
+                               absl::StrCat(j_one_in)});
+      absl::StrAppend(&rec->what, side == 2 ? ", " : "", "IOError on 1 in ", j_one_in,
+                      " journal appends, syncs and file creations");
+    }
+    if (side == 1 && cls == "torn") absl::StrAppend(&rec->what, "no write fault");
+    absl::StrAppend(&rec->what, ", dies after round ", die);
+    if (cut == 1 || cut == 3) args.push_back("--die-power-cut");
+    if (cut >= 2) {
+      args.push_back("--die-journal-power-cut");
+      if (cls == "torn" || rng.OneIn(2)) args.push_back("--journal-garble");
+    }
+    absl::StrAppend(&rec->what, cut == 0   ? ""
+                                : cut == 1 ? " with a DFS power cut"
+                                : cut == 2 ? " with a power cut of the journal's disk (in process)"
+                                           : " with a power cut of both (in process)");
   } else if (cls == "timeout" && !gluster_mount_.empty()) {
     rounds = 2000;
     absl::StrAppend(&rec->what, "GlusterFS brick stopped (SIGSTOP), then continued");
@@ -439,7 +501,21 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                     (fault_seed & 1) ? " then ETIMEDOUT" : " then proceeds");
   } else if (cls == "enospc") {
     rounds = 2000;
-    absl::StrAppend(&rec->what, "journal tmpfs filled to ENOSPC, then freed");
+    // 0: the journal's real tmpfs filled; 1: injected NoSpace on 1 in k journal writes
+    // (transient); 2: the same, sticky (a disk that stays full). 1-2 end after heal_ms.
+    enospc_kind = static_cast<int>(rng.Range(0, 2));
+    if (enospc_kind == 0) {
+      absl::StrAppend(&rec->what, "journal tmpfs filled to ENOSPC, then freed");
+    } else {
+      const uint64_t k = rng.Range(2, 30);
+      heal_ms = static_cast<int>(rng.Range(200, 2500));
+      args.insert(args.end(), {"--fault-seed", absl::StrCat(fault_seed), "--journal-fault",
+                               "enospc", "--journal-fault-one-in", absl::StrCat(k), "--heal-ms",
+                               absl::StrCat(heal_ms)});
+      if (enospc_kind == 2) args.push_back("--journal-sticky");
+      absl::StrAppend(&rec->what, "injected journal ENOSPC on 1 in ", k, " writes",
+                      enospc_kind == 2 ? ", sticky" : "", ", space back after ", heal_ms, " ms");
+    }
   } else if (cls == "reboot") {
     rounds = 400;
   } else {
@@ -558,6 +634,30 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
       }
     }
     wk.Kill();
+  } else if (cls == "enospc" && enospc_kind != 0) {
+    if (!wk.PumpUntil([&] { return wk.healed_round().has_value(); }, heal_ms + 30000)) {
+      if (!wk.eof()) Violate(rec, "harness", "the worker never reported the end of the fault");
+    } else {
+      fired = wk.journal_fired() > 0;
+      const uint64_t h = *wk.healed_round();
+      absl::StrAppend(&rec->what, " (", wk.journal_fired(), " fired, ", ev.errors.size(),
+                      " umsync errors, healed in round ", h, ")");
+      for (const auto& [round, err] : ev.errors) {
+        if (err != ENOSPC) {
+          Violate(rec, "enospc", absl::StrCat("umsync of round ", round, " failed with errno ",
+                                              err, " (", std::strerror(err),
+                                              ") on a journal that only ran out of space"));
+          break;
+        }
+      }
+      // Liveness: with space back, umsync must succeed again within the bound.
+      if (!wk.PumpUntil(acked_after(h), 20000) && !wk.eof()) {
+        Violate(rec, "liveness", absl::StrCat("no umsync acknowledged within 20 s after the ",
+                                              "journal's space came back in round ", h));
+      }
+      wk.Sleep(static_cast<int>(rng.Range(0, 200)));
+    }
+    wk.Kill();
   } else if (cls == "enospc") {
     wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
     const std::string filler = tmpfs_->mount() + "/filler";
@@ -614,7 +714,30 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     point_fired_[point]++;
     fired = true;
   }
-  if ((cls == "eio" || cls == "torn") && !rot) fired = !ev.errors.empty() || (!ex.exited && !by_us);
+  if ((cls == "eio" || cls == "torn") && !rot) {
+    fired = !ev.errors.empty() || wk.data_fired() + wk.journal_fired() > 0 ||
+            (!ex.exited && !by_us);
+  }
+  // Invariant 8, dirty memory stays bounded: the cache never exceeds its bound, and the
+  // process does not grow with the backlog of failing umsyncs (docs/chaos.md, "Memory").
+  const Worker::Memory& mem = wk.memory();
+  ClassStats& cst = stats_[cls];
+  if (mem.samples >= 2) {
+    const uint64_t growth = mem.max_rss_kib > mem.first_rss_kib ? mem.max_rss_kib - mem.first_rss_kib : 0;
+    cst.max_rss_growth_kib = std::max(cst.max_rss_growth_kib, growth);
+    cst.max_rss_kib = std::max(cst.max_rss_kib, mem.max_rss_kib);
+    if (growth > kRssGrowthBoundKib) {
+      Violate(rec, "memory", absl::StrCat("the worker grew by ", growth >> 10, " MiB (", mem.first_rss_kib >> 10,
+                                          " MiB after round ", mem.first_round, ", ",
+                                          mem.max_rss_kib >> 10, " MiB after round ", mem.max_round,
+                                          "), bound ", kRssGrowthBoundKib >> 10, " MiB"));
+    }
+  }
+  if (mem.max_cache_bytes > kCacheBlocks * kBlockSize) {
+    Violate(rec, "memory", absl::StrCat("the cache held ", mem.max_cache_bytes,
+                                        " bytes, more than its bound of ",
+                                        kCacheBlocks * kBlockSize));
+  }
   if (!ex.exited && ex.signal != SIGKILL) {
     st.crashes++;  // SIGABRT (RocksDB 7.8.3 assertion), SIGBUS (read error): one more crash
     absl::StrAppend(&rec->what, "; worker died of ", strsignal(ex.signal));
@@ -913,11 +1036,12 @@ void Harness::WriteReports(double seconds) {
                                 c_.mutation.empty() ? "" : ", mutation `" + c_.mutation + "`",
                                 "\n- iterations: ", records_.size(), ", wall time ",
                                 static_cast<int>(seconds), " s\n\n",
-                                "| class | iterations | faults fired | recoveries | crashes (SIGABRT/SIGBUS) | violations | skipped |\n",
-                                "|---|---|---|---|---|---|---|\n");
+                                "| class | iterations | faults fired | recoveries | crashes (SIGABRT/SIGBUS) | violations | worker peak RSS growth / peak RSS (MiB) | skipped |\n",
+                                "|---|---|---|---|---|---|---|---|\n");
   for (const auto& [cls, st] : stats_) {
     absl::StrAppend(&md, "| ", cls, " | ", st.iterations, " | ", st.fired, " | ", st.recoveries,
                     " | ", st.crashes, " | ", st.violations, " | ",
+                    absl::StrFormat("%.1f / %.1f", st.max_rss_growth_kib / 1024.0, st.max_rss_kib / 1024.0), " | ",
                     st.skipped ? absl::StrCat(st.skipped, " (", st.skip_reason, ")") : "0", " |\n");
   }
   absl::StrAppend(&md, "\n| crash point | armed | fired |\n|---|---|---|\n");
@@ -1003,17 +1127,17 @@ int Harness::Run() {
   dfs_.reset();
   tmpfs_.reset();
 
-  std::printf("\n%-8s %10s %12s %11s %8s %11s %8s\n", "class", "iterations", "faults fired",
-              "recoveries", "crashes", "violations", "skipped");
+  std::printf("\n%-8s %10s %12s %11s %8s %11s %10s %8s\n", "class", "iterations", "faults fired",
+              "recoveries", "crashes", "violations", "RSS+ MiB", "skipped");
   bool any_skip = false;
   for (const std::string& f : c_.faults) {
     ClassStats& st = stats_[f];
-    std::printf("%-8s %10llu %12llu %11llu %8llu %11llu %8llu%s%s\n", f.c_str(),
+    std::printf("%-8s %10llu %12llu %11llu %8llu %11llu %10.1f %8llu%s%s\n", f.c_str(),
                 static_cast<unsigned long long>(st.iterations),
                 static_cast<unsigned long long>(st.fired),
                 static_cast<unsigned long long>(st.recoveries),
                 static_cast<unsigned long long>(st.crashes),
-                static_cast<unsigned long long>(st.violations),
+                static_cast<unsigned long long>(st.violations), st.max_rss_growth_kib / 1024.0,
                 static_cast<unsigned long long>(st.skipped), st.skipped ? "  skipped: " : "",
                 st.skip_reason.c_str());
     any_skip |= st.skipped > 0;

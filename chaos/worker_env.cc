@@ -6,6 +6,8 @@
 
 #include "absl/time/time.h"
 #include "faultinject/fault_env.h"
+#include "faultinject/fault_fs.h"
+#include "rocksdb/file_system.h"
 #include "runtime/options.h"
 #include "runtime/runtime.h"
 #include "runtime/umap_c_internal.h"
@@ -16,12 +18,42 @@ namespace {
 using umap::faultinject::DropOptions;
 using umap::faultinject::Fault;
 using umap::faultinject::FaultEnv;
+using umap::faultinject::FaultFs;
+using umap::faultinject::FsDropOptions;
+using umap::faultinject::FsFault;
+using umap::faultinject::FsOp;
 using umap::faultinject::Op;
 
 // Lives until the process ends (the runtime holds a pointer to it; the worker is killed or
 // exits without destroying it first).
 FaultEnv* g_env = nullptr;
+std::shared_ptr<FaultFs> g_fs;
 std::string g_file_name;
+
+// The journal's fault rules (RocksDB calls them from its own threads as well).
+absl::Status ArmJournal(const RuntimeSpec& spec) {
+  if (spec.journal_fault == "none") return absl::OkStatus();
+  const uint32_t n = static_cast<uint32_t>(spec.journal_one_in);
+  const uint64_t seed = spec.fault_seed ^ 0x6a6f75726e616cull;  // "journal"
+  if (spec.journal_fault == "eio") {
+    // The WAL write and sync of a commit, and the flushes and compactions behind it.
+    for (FsOp op : {FsOp::kAppend, FsOp::kSync}) {
+      absl::Status s = g_fs->FailOneIn(op, n, seed + static_cast<int>(op), FsFault::IOError());
+      if (!s.ok()) return s;
+    }
+    return g_fs->FailOneIn(FsOp::kNewWritableFile, n, seed + 7, FsFault::IOError());
+  }
+  if (spec.journal_fault == "enospc") {
+    for (FsOp op : {FsOp::kAppend, FsOp::kSync, FsOp::kNewWritableFile}) {
+      FsFault f = FsFault::NoSpace();
+      if (spec.journal_sticky) f = std::move(f).Sticky();
+      absl::Status s = g_fs->FailOneIn(op, n, seed + static_cast<int>(op), std::move(f));
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("unknown journal fault '" + spec.journal_fault + "'");
+}
 
 }  // namespace
 
@@ -47,12 +79,20 @@ umap_runtime* CreateRuntime(const RuntimeSpec& spec, std::string* error) {
     *error = "arming " + spec.fault + ": " + armed.ToString();
     return nullptr;
   }
+  // Always there, so every run takes the same journal code path; unarmed it only forwards
+  // and tracks what is unsynced (PowerCutJournal).
+  g_fs = std::make_shared<FaultFs>(rocksdb::FileSystem::Default());
+  if (absl::Status s = ArmJournal(spec); !s.ok()) {
+    *error = "arming journal fault " + spec.journal_fault + ": " + s.ToString();
+    return nullptr;
+  }
   umap::runtime::RuntimeOptions o;
   o.cache_bytes = spec.cache_bytes;
   o.block_size = spec.block_size;
   o.journal_dir = spec.journal_dir;
   o.policy = spec.relaxed ? UMAP_POLICY_RELAXED : UMAP_POLICY_ATOMIC;
   o.env = g_env;
+  o.journal_fs = g_fs;
   auto rt = umap::runtime::Runtime::Create(o);
   if (!rt.ok()) {
     *error = "Runtime::Create: " + rt.status().ToString();
@@ -76,6 +116,31 @@ void PowerCutDataFile(uint64_t seed) {
   g_env->SimulatePowerCut();
   absl::Status s = g_env->DropUnsyncedData(DropOptions::Tear(seed));
   if (!s.ok()) std::fprintf(stderr, "umap-chaos-worker: DropUnsyncedData: %s\n", s.ToString().c_str());
+}
+
+void PowerCutJournal(uint64_t seed, bool garble) {
+  g_fs->SimulatePowerCut();
+  absl::Status s = g_fs->DropUnsyncedData(FsDropOptions::Tear(seed, garble));
+  if (!s.ok()) {
+    std::fprintf(stderr, "umap-chaos-worker: journal DropUnsyncedData: %s\n", s.ToString().c_str());
+  }
+}
+
+void HealJournal() { g_fs->ClearAll(); }
+
+uint64_t DataFaultsFired() {
+  uint64_t n = 0;
+  for (int k = 0; k < umap::faultinject::kNumFaultKinds; ++k) {
+    if (static_cast<umap::faultinject::FaultKind>(k) == umap::faultinject::FaultKind::kPowerCut) continue;
+    n += g_env->fired(static_cast<umap::faultinject::FaultKind>(k));
+  }
+  return n;
+}
+
+uint64_t JournalFaultsFired() {
+  uint64_t n = 0;
+  for (uint64_t f : g_fs->counters().fired) n += f;
+  return n;
 }
 
 }  // namespace chaos_worker

@@ -20,6 +20,13 @@ struct RuntimeSpec {
   uint64_t fault_seed = 1;
   uint64_t fault_one_in = 20;
   std::string file_name;       // faults hit only files whose path contains this
+  // Faults of the journal's storage (faultinject::FaultFs as RuntimeOptions::journal_fs):
+  // none; eio (IOError on 1 in journal_one_in WAL appends and syncs, and on every flush or
+  // compaction write that draws it); enospc (NoSpace on 1 in journal_one_in appends and
+  // syncs of every journal file; sticky: once fired, every later call fails until healed).
+  std::string journal_fault = "none";
+  uint64_t journal_one_in = 20;
+  bool journal_sticky = false;
 };
 
 // Builds the runtime over a FaultEnv (umap_config has no Env field, so through the internal
@@ -32,6 +39,15 @@ bool ArmSyncStall(uint64_t ms, bool timeout_error, std::string* error);
 // Freezes the FaultEnv and rolls the data file back to what survives a power cut of its
 // storage (unsynced writes torn at sector granularity).
 void PowerCutDataFile(uint64_t seed);
+// The same for the journal's files: frozen (writes in flight finish first), every file cut
+// back to its last synced size or torn at a sector of its unsynced tail (garble: the sector
+// after the cut holds random bytes), files no directory fsync covered deleted.
+void PowerCutJournal(uint64_t seed, bool garble);
+// Ends every journal fault rule ("space came back", "the disk works again").
+void HealJournal();
+// Injected failures so far: data file (FaultEnv) and journal (FaultFs).
+uint64_t DataFaultsFired();
+uint64_t JournalFaultsFired();
 
 }  // namespace chaos_worker
 

@@ -12,10 +12,16 @@
 //   E <round> <errno>       umsync returned -1 (indeterminate)
 //   T <round> <ms>          a stall of <ms> was armed for the next data-file sync
 //   U <rc> <errno>          uunmap result after the last round
+//   M <round> <rss> <cache> after each umsync: VmRSS of this process (KiB) and the runtime's
+//                           resident cache bytes (umap_stats.cache_bytes_used)
+//   F <data> <journal>      injected failures fired so far (FaultEnv, FaultFs); after each
+//                           failed umsync, before dying and after the last round
+//   H <round>               (--heal-ms) the journal's fault rules ended during this round
 // Exit codes: 0 all rounds done and unmapped; 2 set-up failed (message on stderr); 4 uunmap
 // failed; 5 umap_ex failed with EIO (the replay of pending records at map time failed). SIGKILL (driver or crash point) and SIGABRT (RocksDB 7.8.3 assertion) are crashes.
 //
-// Fault injection (eio, torn, timeout): the runtime is built through the internal C++ API
+// Fault injection (eio, torn, timeout on the data file; eio, enospc on the journal's
+// storage; power cuts of either): the runtime is built through the internal C++ API
 // (runtime::Runtime::Create with RuntimeOptions::env = a FaultEnv over Env::Default()),
 // because umap_config has no Env field; c_api::TEST_AdoptRuntime then hands it to the C API,
 // so umsync() and uunmap() below are the public calls all the same.
@@ -27,12 +33,17 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <atomic>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "chaos/worker_env.h"
 #include "chaos/workload.h"
 #include "umap/umap.h"
@@ -40,12 +51,34 @@
 namespace {
 
 int g_report_fd = 3;
+std::atomic<uint64_t> g_current_round{0};  // read by the --heal-ms thread
 
 void Report(const std::string& line) {
   std::string l = line + "\n";
   // A dead driver (EPIPE) must not hide the crash we are here for: ignore write errors.
   ssize_t n = ::write(g_report_fd, l.data(), l.size());
   (void)n;
+}
+
+// VmRSS of this process in KiB (0 if /proc is unreadable).
+uint64_t RssKib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      uint64_t kib = 0;
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(
+                                 absl::StripSuffix(absl::string_view(line).substr(6), "kB")),
+                             &kib);
+      return kib;
+    }
+  }
+  return 0;
+}
+
+void ReportFired() {
+  Report(absl::StrCat("F ", chaos_worker::DataFaultsFired(), " ",
+                      chaos_worker::JournalFaultsFired()));
 }
 
 }  // namespace
@@ -56,6 +89,9 @@ int main(int argc, char** argv) {
   uint64_t seed = 1, tag = 1, first_round = 1, rounds = 40, blocks = 64, cache_blocks = 16;
   uint64_t fault_seed = 1, fault_one_in = 20, stall_round = 0, stall_ms = 0, die_round = 0;
   bool die_power_cut = false, report_base = false;
+  std::string journal_fault = "none";
+  uint64_t journal_one_in = 20, heal_ms = 0;
+  bool journal_sticky = false, die_journal_power_cut = false, journal_garble = false;
   app.add_option("--file", file)->required();
   app.add_option("--journal", journal)->required();
   app.add_option("--policy", policy)->check(CLI::IsMember({"atomic", "relaxed"}));
@@ -74,6 +110,17 @@ int main(int argc, char** argv) {
   app.add_option("--die-round", die_round, "after this round's umsync, die (0: never)");
   app.add_flag("--die-power-cut", die_power_cut,
                "dying: drop the data file's unsynced writes (torn at sectors) first");
+  app.add_option("--journal-fault", journal_fault, "fault of the journal's storage (FaultFs)")
+      ->check(CLI::IsMember({"none", "eio", "enospc"}));
+  app.add_option("--journal-fault-one-in", journal_one_in);
+  app.add_flag("--journal-sticky", journal_sticky,
+               "enospc: once fired, every later journal write fails until healed");
+  app.add_option("--heal-ms", heal_ms,
+                 "end the journal's fault rules this long after mapping (0: never)");
+  app.add_flag("--die-journal-power-cut", die_journal_power_cut,
+               "dying: drop the journal's unsynced bytes (torn at sectors) first");
+  app.add_flag("--journal-garble", journal_garble,
+               "with --die-journal-power-cut: the sector after each cut holds random bytes");
   app.add_flag("--report-base", report_base,
                "before writing, read every block through the mapping and report its version");
   CLI11_PARSE(app, argc, argv);
@@ -95,6 +142,9 @@ int main(int argc, char** argv) {
   spec.fault_seed = fault_seed;
   spec.fault_one_in = fault_one_in;
   spec.file_name = file.substr(file.rfind('/') + 1);
+  spec.journal_fault = journal_fault;
+  spec.journal_one_in = journal_one_in;
+  spec.journal_sticky = journal_sticky;
   std::string error;
   umap_runtime* r = chaos_worker::CreateRuntime(spec, &error);
   if (r == nullptr) {
@@ -102,7 +152,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   const size_t size = blocks * chaos::kBlockSize;
+  g_current_round.store(first_round);
+  if (heal_ms > 0) {
+    // From its own thread: the main thread may be held inside a page fault (or a umap_ex)
+    // by the very fault that is to end (a cache block whose spill to the full journal keeps
+    // failing).
+    std::thread([heal_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(heal_ms));
+      chaos_worker::HealJournal();
+      ReportFired();
+      Report(absl::StrCat("H ", g_current_round.load()));
+    }).detach();
+  }
   char* p = static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  // A full journal refuses the mapping (its open or its map-time replay cannot write):
+  // retry as an application would, until the space comes back.
+  for (int i = 0; p == MAP_FAILED && errno == ENOSPC && heal_ms > 0 &&
+                  i < static_cast<int>(heal_ms / 20) + 1000;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    p = static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  }
   if (p == MAP_FAILED) {
     const int err = errno;
     std::fprintf(stderr, "umap-chaos-worker: umap %s: %s\n", file.c_str(), std::strerror(err));
@@ -124,7 +194,9 @@ int main(int argc, char** argv) {
     Report(line);
   }
   const uint64_t last = first_round + rounds - 1;
+  umap_stats stats{};
   for (uint64_t round = first_round; round <= last; ++round) {
+    g_current_round.store(round);
     for (uint64_t b : chaos::RoundBlocks(seed, round, blocks)) {
       chaos::FillBlock(tag, b, round,
                              absl::MakeSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
@@ -135,9 +207,12 @@ int main(int argc, char** argv) {
     } else {
       const int err = errno;
       Report(absl::StrCat("E ", round, " ", err));
+      ReportFired();
       // Back off a little: the journal reopens, space may come back, the DFS may return.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    const uint64_t cache = umap_get_stats(r, &stats) == 0 ? stats.cache_bytes_used : 0;
+    Report(absl::StrCat("M ", round, " ", RssKib(), " ", cache));
     if (fault == "timeout" && round == stall_round) {
       // A DFS that stops answering: the next data-file sync blocks, then fails or proceeds.
       if (!chaos_worker::ArmSyncStall(stall_ms, (fault_seed & 1) != 0, &error)) {
@@ -147,9 +222,14 @@ int main(int argc, char** argv) {
       Report(absl::StrCat("T ", round, " ", stall_ms));
     }
     if (round == die_round) {
+      ReportFired();
       if (die_power_cut) {
-        // The DFS node loses what was never fdatasync'ed; the journal's disk survives.
+        // The DFS node loses what was never fdatasync'ed.
         chaos_worker::PowerCutDataFile(fault_seed);
+      }
+      if (die_journal_power_cut) {
+        // The node of the journal loses its unsynced bytes too (alone: the DFS survives).
+        chaos_worker::PowerCutJournal(fault_seed, journal_garble);
       }
       std::raise(SIGKILL);
     }
@@ -163,6 +243,7 @@ int main(int argc, char** argv) {
     if (rc != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   Report(absl::StrCat("U ", rc, " ", err));
+  ReportFired();
   if (rc != 0) return 4;
   if (umap_runtime_destroy(r) != 0) return 4;
   ::close(fd);

@@ -61,20 +61,6 @@ class OpenDirs {
 };
 ABSL_CONST_INIT absl::Mutex OpenDirs::mu_(absl::kConstInit);
 
-// internal::TEST_SetFileSystemForDir's table.
-ABSL_CONST_INIT absl::Mutex fs_override_mu(absl::kConstInit);
-std::map<std::string, std::shared_ptr<rocksdb::FileSystem>>& FileSystemOverrides()
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(fs_override_mu) {
-  static auto* m = new std::map<std::string, std::shared_ptr<rocksdb::FileSystem>>();
-  return *m;
-}
-std::shared_ptr<rocksdb::FileSystem> FileSystemOverride(const std::string& dir) {
-  absl::MutexLock l(&fs_override_mu);
-  auto& m = FileSystemOverrides();
-  auto it = m.find(dir);
-  return it == m.end() ? nullptr : it->second;
-}
-
 // RocksDB's info log, sent to our log instead of a LOG file in the journal directory. The
 // LOG file shares the journal's disk: once that disk is full, Debian's RocksDB 7.8.3 (built
 // with assertions) aborts in WritableFileWriter::Append when it logs the very WAL error it
@@ -221,7 +207,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   const std::string& dir = options.dir;
   if (dir.empty()) return absl::InvalidArgumentError("journal directory not set");
   Env* env = options.env != nullptr ? options.env : Env::Default();
-  RETURN_IF_ERROR(env->CreateDir(dir, 0700));
+  if (!options.read_only) RETURN_IF_ERROR(env->CreateDir(dir, 0700));
   ASSIGN_OR_RETURN(FileIdentity id, env->IdentifyPath(dir));
   const DirId dir_id(id.device, id.inode);
   if (!OpenDirs::Reserve(dir_id)) {
@@ -233,7 +219,6 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   absl::Cleanup unreserve = [dir_id] { OpenDirs::Release(dir_id); };
 
   std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
-  if (fs == nullptr) fs = FileSystemOverride(dir);
   if (fs == nullptr) fs = rocksdb::FileSystem::Default();
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   auto listener = std::make_shared<Listener>();
@@ -242,7 +227,10 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
 
   rocksdb::DB* db = nullptr;
   rocksdb::Status s =
-      rocksdb::DB::Open(DbOptions(rocks_env.get(), listener, statistics), dir, &db);
+      options.read_only
+          ? rocksdb::DB::OpenForReadOnly(DbOptions(rocks_env.get(), listener, statistics), dir,
+                                         &db)
+          : rocksdb::DB::Open(DbOptions(rocks_env.get(), listener, statistics), dir, &db);
   if (!s.ok()) {
     // Safe to probe: no Journal of ours holds the directory (reserved above).
     if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) {
@@ -251,17 +239,24 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
                            dir, "/LOCK); stop that process or wait for it to exit")),
                        EBUSY);
     }
-    return FromRocksDb(s, absl::StrCat("open journal ", dir));
+    return FromRocksDb(s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }
   std::unique_ptr<Journal> journal(new Journal(dir, dir_id, options.staged_quota_bytes,
                                                std::move(rocks_env), std::move(listener),
                                                std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
-  RETURN_IF_ERROR(journal->Recover(options.keep_staged));
+  RETURN_IF_ERROR(journal->Recover(options.keep_staged || options.read_only, options.read_only));
+  if (options.read_only) {
+    absl::MutexLock l(&journal->mu_);
+    journal->poison_ = WithErrno(
+        absl::FailedPreconditionError(absl::StrCat(
+            "journal ", dir, " is open read-only (a writable open failed); reopen to write")),
+        EROFS);
+  }
   return journal;
 }
 
-absl::Status Journal::Recover(bool keep_staged) {
+absl::Status Journal::Recover(bool keep_staged, bool read_only) {
   absl::MutexLock l(&mu_);
   rocksdb::ReadOptions ro;
 
@@ -276,6 +271,10 @@ absl::Status Journal::Recover(bool keep_staged) {
     if (it->Valid()) {
       return absl::DataLossError(absl::StrCat(
           dir_, " holds a RocksDB database that is not a umap journal (no format record)"));
+    }
+    if (read_only) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("journal ", dir_, " is empty: nothing to read (opened read-only)"));
     }
     rocksdb::WriteBatch batch;
     batch.Put(ToSlice(FormatKey()), ToSlice(EncodeFormat(FormatRecord{})));
@@ -875,16 +874,5 @@ Journal::Stats Journal::stats() const {
   st.write_groups = statistics_->getTickerCount(rocksdb::WRITE_DONE_BY_SELF);
   return st;
 }
-
-namespace internal {
-void TEST_SetFileSystemForDir(const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs) {
-  absl::MutexLock l(&fs_override_mu);
-  if (fs == nullptr) {
-    FileSystemOverrides().erase(dir);
-  } else {
-    FileSystemOverrides()[dir] = std::move(fs);
-  }
-}
-}  // namespace internal
 
 }  // namespace umap::journal

@@ -71,6 +71,13 @@ struct JournalOptions {
   // Open normally discards staged records (their cache is gone). A runtime that reopens its
   // own journal after a write error still has the cache that refers to them: it keeps them.
   bool keep_staged = false;
+  // Opens with rocksdb::DB::OpenForReadOnly: nothing is written, not even RocksDB's LOCK, so
+  // it works on a full or read-only disk. The journal reads as a writable open would show it
+  // (the WAL is replayed in memory; staged records are kept, as with keep_staged), and is
+  // born poisoned (FailedPrecondition, errno EROFS): every write fails. The runtime opens
+  // one when a writable reopen fails, so that staged and committed block images stay
+  // readable (a failed read is a SIGBUS) until a writable reopen succeeds.
+  bool read_only = false;
 };
 
 using MappingInfo = MappingRecord;
@@ -221,7 +228,7 @@ class Journal {
           std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
           std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db);
 
-  absl::Status Recover(bool keep_staged);
+  absl::Status Recover(bool keep_staged, bool read_only);
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
   // OK, or the poisoned status. Also picks up a background error seen by the listener.
@@ -264,14 +271,6 @@ class Journal {
   uint64_t bytes_written_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-namespace internal {
-// TEST ONLY. While set, Journal::Open of exactly `dir` with a null JournalOptions::fs uses
-// `fs` instead of rocksdb::FileSystem::Default(); a null `fs` removes the override. This is
-// how in-process tests put a fault-injecting FileSystem (faultinject::FaultFs) under the
-// journal that a runtime::Runtime opens for itself: RuntimeOptions has no FileSystem field.
-// Shipped code never calls it; an unset override costs one mutex-guarded map lookup per Open.
-void TEST_SetFileSystemForDir(const std::string& dir, std::shared_ptr<rocksdb::FileSystem> fs);
-}  // namespace internal
 
 }  // namespace umap::journal
 

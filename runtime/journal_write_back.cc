@@ -42,7 +42,24 @@ absl::Status JournalHandle::ReopenIfPoisoned() {
   journal::JournalOptions o = options_;
   o.keep_staged = true;
   auto j = journal::Journal::Open(o);
-  if (!j.ok()) return j.status();
+  if (!j.ok()) {
+    // Keep the journal readable: a miss on a staged block, or on one whose committed version
+    // is not applied yet, reads it from here, and a read that fails is a SIGBUS. A read-only
+    // open writes nothing, so it works where the writable one failed for lack of space; it is
+    // poisoned, so the next Run tries the writable reopen again.
+    o.read_only = true;
+    auto r = journal::Journal::Open(o);
+    if (r.ok()) {
+      journal_ = std::move(*r);
+      reopens_.fetch_add(1, std::memory_order_release);
+      UMAP_LOG(kWarn, "journal ", options_.dir, " could not be reopened for writing (",
+               j.status().ToString(), "); serving reads from a read-only open until it can");
+    } else {
+      UMAP_LOG(kError, "journal ", options_.dir, " could not be reopened, not even read-only: ",
+               r.status().ToString());
+    }
+    return j.status();
+  }
   journal_ = std::move(*j);
   reopens_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();

@@ -4,7 +4,10 @@
 // (the journal never writes again after an error until closed, reopened and recovered).
 // Writes go through Run, which reopens first; reads of staged or committed images go
 // through Read, which uses the poisoned journal as it is (it still serves reads), so that a
-// failing reopen fails the next umsync, never a read of the application's own data.
+// failing reopen fails the next umsync, never a read of the application's own data. When a
+// writable reopen fails (a full or failing disk), the journal is opened read-only instead
+// (JournalOptions::read_only: writes nothing), which serves reads and counts as poisoned, so
+// every Run tries the writable reopen again.
 // A commit that failed is indeterminate: the reopen may find it committed after all (its
 // WriteBatch reached the WAL, only the fsync failed). Each sink then adopts its own such
 // survivors before its next commit or read of an evicted block, and applies them in LSN
@@ -56,9 +59,9 @@ class JournalHandle {
 
   // Runs fn(journal) for a read. A poisoned journal still serves reads (journal.h), so this
   // does not reopen it: a journal write error must make writes fail, not reads of staged
-  // blocks (a failed read is a SIGBUS). Only when an earlier reopen failed and left no
-  // journal open does it open one, retrying a few times over ~100 ms so that a transient
-  // error does not fail the read.
+  // blocks (a failed read is a SIGBUS). A failed writable reopen leaves a read-only open in
+  // its place; only when even that failed, so that no journal is open, does this open one,
+  // retrying a few times over ~100 ms so that a transient error does not fail the read.
   template <typename Fn>
   auto Read(Fn&& fn) -> decltype(fn(std::declval<journal::Journal&>())) {
     for (int attempt = 1;; ++attempt) {

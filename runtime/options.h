@@ -3,11 +3,16 @@
 #define UMAP_RUNTIME_OPTIONS_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "umap/env.h"
 #include "umap/umap_types.h"
+
+namespace rocksdb {
+class FileSystem;
+}
 
 namespace umap::runtime {
 
@@ -29,6 +34,10 @@ struct RuntimeOptions {
   bool io_direct = true;
   size_t prefetch_bytes = 2 << 20;
   Env* env = nullptr;  // null: Env::Default()
+  // Carries every byte of the journal (journal::JournalOptions::fs), including the reopens
+  // after a write error. Null: rocksdb::FileSystem::Default(). Fault injection passes a
+  // faultinject::FaultFs here; there is no umap_config field for it.
+  std::shared_ptr<rocksdb::FileSystem> journal_fs;
 
   static RuntimeOptions FromConfig(const umap_config& c);
 };

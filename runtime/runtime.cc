@@ -411,6 +411,7 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       journal::JournalOptions jo;
       jo.dir = dir;
       jo.env = env_;
+      jo.fs = options_.journal_fs;
       jo.staged_quota_bytes = options_.journal_staged_quota;
       ASSIGN_OR_RETURN(journal_, JournalHandle::Open(jo));
       journal_auto_ = automatic;

@@ -246,6 +246,54 @@ TEST_F(JournalTest, ReopenWithKeepStagedKeepsStagedBlocksAndTheirQuotaUse) {
   EXPECT_EQ(journal_->stats().staged_bytes, 0u);
 }
 
+// What the runtime opens when a writable reopen fails (a full disk): it must show the staged
+// and committed records, refuse every write with EROFS, and write nothing to the directory.
+TEST_F(JournalTest, ReadOnlyOpenServesStagedAndPendingRecordsAndWritesNothing) {
+  const uint64_t m = AddMapping();
+  ASSERT_OK(journal_->Stage(m, 3, Image('a', 100)));
+  ASSERT_OK_AND_ASSIGN(Transaction t, CommitBlocks(m, {{5, 'c'}}));
+  journal_.reset();
+  auto listing = [&] {
+    std::map<std::string, uintmax_t> files;
+    for (const auto& e : std::filesystem::directory_iterator(Options().dir)) {
+      files[e.path().filename().string()] = e.file_size();
+    }
+    return files;
+  };
+  const std::map<std::string, uintmax_t> before = listing();
+  JournalOptions o = Options();
+  o.read_only = true;
+  ASSERT_OK_AND_ASSIGN(journal_, Journal::Open(o));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> staged, journal_->ReadStaged(m, 3));
+  EXPECT_EQ(staged, Image('a', 100));
+  EXPECT_EQ(Pending(), std::vector<uint64_t>{t.lsn});
+  ASSERT_OK_AND_ASSIGN(Transaction read, journal_->ReadTransaction(t.lsn));
+  ASSERT_EQ(read.blocks.size(), 1u);
+  EXPECT_EQ(read.blocks[0].data, Image('c'));
+  EXPECT_EQ(ErrnoFromStatus(journal_->poisoned()), EROFS);
+  EXPECT_FALSE(journal_->Stage(m, 4, Image('b', 100)).ok());
+  EXPECT_FALSE(CommitBlocks(m, {{6, 'd'}}).ok());
+  journal_.reset();
+  EXPECT_EQ(listing(), before) << "a read-only open changed the journal directory";
+  // A writable open afterwards sees the same state.
+  o.read_only = false;
+  o.keep_staged = true;
+  ASSERT_OK_AND_ASSIGN(journal_, Journal::Open(o));
+  EXPECT_EQ(Pending(), std::vector<uint64_t>{t.lsn});
+  ASSERT_OK_AND_ASSIGN(staged, journal_->ReadStaged(m, 3));
+  EXPECT_EQ(staged, Image('a', 100));
+}
+
+TEST_F(JournalTest, ReadOnlyOpenOfAMissingOrEmptyJournalFailsAndCreatesNothing) {
+  JournalOptions o = Options();
+  o.dir = dir_.File("no-journal");
+  o.read_only = true;
+  EXPECT_FALSE(Journal::Open(o).ok());
+  EXPECT_FALSE(std::filesystem::exists(o.dir));
+  ASSERT_TRUE(std::filesystem::create_directory(o.dir));
+  EXPECT_FALSE(Journal::Open(o).ok());
+}
+
 TEST_F(JournalTest, StagedQuotaExceededIsResourceExhausted) {
   quota_ = 3 * 4096;
   Reopen();

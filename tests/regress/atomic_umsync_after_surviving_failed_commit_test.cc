@@ -57,7 +57,6 @@ TEST(RegressAtomicUmsync, SucceedsOnlyWithTheBlocksOfASurvivingFailedCommitInThe
     f << std::string(kBlocks * kBs, 'o');
   }
   auto fs = std::make_shared<faultinject::FaultFs>(rocksdb::FileSystem::Default());
-  journal::internal::TEST_SetFileSystemForDir(jdir, fs);
   faultinject::FaultEnv env(Env::Default());
   {
     RuntimeOptions o;
@@ -68,6 +67,7 @@ TEST(RegressAtomicUmsync, SucceedsOnlyWithTheBlocksOfASurvivingFailedCommitInThe
     o.journal_dir = jdir;
     o.policy = UMAP_POLICY_ATOMIC;
     o.env = &env;
+    o.journal_fs = fs;
     auto rt = Runtime::Create(o);
     ASSERT_TRUE(rt.ok()) << rt.status();
     const int fd = ::open(data.c_str(), O_RDWR);
@@ -100,7 +100,6 @@ TEST(RegressAtomicUmsync, SucceedsOnlyWithTheBlocksOfASurvivingFailedCommitInThe
     ::close(fd);
   }
   EXPECT_TRUE(All(ReadFile(data).substr(0, kBs), 'A')) << "lost after a clean uunmap";
-  journal::internal::TEST_SetFileSystemForDir(jdir, nullptr);
 }
 
 }  // namespace

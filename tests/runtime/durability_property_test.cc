@@ -2,8 +2,7 @@
 //
 // One process, the production code paths: a runtime::Runtime maps a real file (on tmpfs when
 // /dev/shm exists, for cheap fsyncs) through faultinject::FaultEnv, and its RocksDB journal
-// runs on faultinject::FaultFs (installed with journal::internal::TEST_SetFileSystemForDir,
-// since RuntimeOptions has no FileSystem field). rapidcheck (rc::state) generates sequences
+// runs on faultinject::FaultFs (RuntimeOptions::journal_fs). rapidcheck (rc::state) generates sequences
 // of commands:
 //
 //   Write(block)        a new version of a whole block, through the mapped pointer
@@ -380,7 +379,6 @@ class Sut {
     }
     env_ = std::make_unique<FaultEnv>(Env::Default());
     fs_ = std::make_shared<FaultFs>(rocksdb::FileSystem::Default());
-    journal::internal::TEST_SetFileSystemForDir(jdir_, fs_);
     Start();
   }
 
@@ -394,7 +392,6 @@ class Sut {
       rt_.reset();
     }
     if (fd_ >= 0) ::close(fd_);
-    journal::internal::TEST_SetFileSystemForDir(jdir_, nullptr);
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
@@ -783,6 +780,7 @@ class Sut {
     o.policy = oracle_.policy;
     o.journal_mode = UMAP_JOURNAL_DATA;
     o.env = env_.get();
+    o.journal_fs = fs_;
     absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(o);
     RC_ASSERT(rt.ok());
     rt_ = *std::move(rt);
