@@ -474,6 +474,7 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
       const uint64_t j_one_in = rng.Range(10, 80);
       args.insert(args.end(), {"--journal-fault", "eio", "--journal-fault-one-in",
                                absl::StrCat(j_one_in)});
+      if (rng.OneIn(4)) args.push_back("--journal-fault-at-open");
       absl::StrAppend(&rec->what, side == 2 ? ", " : "", "IOError on 1 in ", j_one_in,
                       " journal appends, syncs and file creations");
     }
@@ -513,8 +514,11 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                                "enospc", "--journal-fault-one-in", absl::StrCat(k), "--heal-ms",
                                absl::StrCat(heal_ms)});
       if (enospc_kind == 2) args.push_back("--journal-sticky");
+      const bool at_open = rng.OneIn(4);
+      if (at_open) args.push_back("--journal-fault-at-open");
       absl::StrAppend(&rec->what, "injected journal ENOSPC on 1 in ", k, " writes",
-                      enospc_kind == 2 ? ", sticky" : "", ", space back after ", heal_ms, " ms");
+                      enospc_kind == 2 ? ", sticky" : "", at_open ? ", from the journal's open" : "",
+                      ", space back after ", heal_ms, " ms");
     }
   } else if (cls == "reboot") {
     rounds = 400;

@@ -29,6 +29,7 @@ using umap::faultinject::Op;
 FaultEnv* g_env = nullptr;
 std::shared_ptr<FaultFs> g_fs;
 std::string g_file_name;
+RuntimeSpec g_spec;
 
 // The journal's fault rules (RocksDB calls them from its own threads as well).
 absl::Status ArmJournal(const RuntimeSpec& spec) {
@@ -82,10 +83,8 @@ umap_runtime* CreateRuntime(const RuntimeSpec& spec, std::string* error) {
   // Always there, so every run takes the same journal code path; unarmed it only forwards
   // and tracks what is unsynced (PowerCutJournal).
   g_fs = std::make_shared<FaultFs>(rocksdb::FileSystem::Default());
-  if (absl::Status s = ArmJournal(spec); !s.ok()) {
-    *error = "arming journal fault " + spec.journal_fault + ": " + s.ToString();
-    return nullptr;
-  }
+  g_spec = spec;
+  if (spec.journal_fault_at_open && !ArmJournalFaults(error)) return nullptr;
   umap::runtime::RuntimeOptions o;
   o.cache_bytes = spec.cache_bytes;
   o.block_size = spec.block_size;
@@ -124,6 +123,12 @@ void PowerCutJournal(uint64_t seed, bool garble) {
   if (!s.ok()) {
     std::fprintf(stderr, "umap-chaos-worker: journal DropUnsyncedData: %s\n", s.ToString().c_str());
   }
+}
+
+bool ArmJournalFaults(std::string* error) {
+  absl::Status s = ArmJournal(g_spec);
+  if (!s.ok()) *error = "arming journal fault " + g_spec.journal_fault + ": " + s.ToString();
+  return s.ok();
 }
 
 void HealJournal() { g_fs->ClearAll(); }

@@ -27,6 +27,9 @@ struct RuntimeSpec {
   std::string journal_fault = "none";
   uint64_t journal_one_in = 20;
   bool journal_sticky = false;
+  // Arm the journal's faults when the runtime is created (they then hit the journal's open
+  // and the map-time replay); otherwise ArmJournalFaults() arms them later.
+  bool journal_fault_at_open = false;
 };
 
 // Builds the runtime over a FaultEnv (umap_config has no Env field, so through the internal
@@ -43,6 +46,9 @@ void PowerCutDataFile(uint64_t seed);
 // back to its last synced size or torn at a sector of its unsynced tail (garble: the sector
 // after the cut holds random bytes), files no directory fsync covered deleted.
 void PowerCutJournal(uint64_t seed, bool garble);
+// Arms the journal faults of the spec given to CreateRuntime (the disk fills up, or starts
+// failing, while the job runs). False with *error set if a rule was refused.
+bool ArmJournalFaults(std::string* error);
 // Ends every journal fault rule ("space came back", "the disk works again").
 void HealJournal();
 // Injected failures so far: data file (FaultEnv) and journal (FaultFs).

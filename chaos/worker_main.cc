@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   std::string journal_fault = "none";
   uint64_t journal_one_in = 20, heal_ms = 0;
   bool journal_sticky = false, die_journal_power_cut = false, journal_garble = false;
+  bool journal_at_open = false;
   app.add_option("--file", file)->required();
   app.add_option("--journal", journal)->required();
   app.add_option("--policy", policy)->check(CLI::IsMember({"atomic", "relaxed"}));
@@ -113,6 +114,8 @@ int main(int argc, char** argv) {
   app.add_option("--journal-fault", journal_fault, "fault of the journal's storage (FaultFs)")
       ->check(CLI::IsMember({"none", "eio", "enospc"}));
   app.add_option("--journal-fault-one-in", journal_one_in);
+  app.add_flag("--journal-fault-at-open", journal_at_open,
+               "arm the journal fault before the journal opens (default: once mapped)");
   app.add_flag("--journal-sticky", journal_sticky,
                "enospc: once fired, every later journal write fails until healed");
   app.add_option("--heal-ms", heal_ms,
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
   spec.journal_fault = journal_fault;
   spec.journal_one_in = journal_one_in;
   spec.journal_sticky = journal_sticky;
+  spec.journal_fault_at_open = journal_at_open;
   std::string error;
   umap_runtime* r = chaos_worker::CreateRuntime(spec, &error);
   if (r == nullptr) {
@@ -179,6 +183,10 @@ int main(int argc, char** argv) {
     // EIO: replaying an earlier run's journal records at map time hit an (injected) I/O
     // error; umap refuses the mapping and the records stay for umap-recover.
     return err == EIO ? 5 : 2;
+  }
+  if (!journal_at_open && !chaos_worker::ArmJournalFaults(&error)) {
+    std::fprintf(stderr, "umap-chaos-worker: %s\n", error.c_str());
+    return 2;
   }
   Report(absl::StrCat("R ", ::getpid()));
   if (report_base) {
