@@ -72,6 +72,11 @@ umap_runtime* CreateRuntime(const RuntimeSpec& spec, std::string* error) {
       armed = g_env->FailOneIn(Op::kSync, spec.fault_one_in, spec.fault_seed + 1,
                                Fault::SyncLosesData(EIO).OnlyFor(spec.file_name));
     }
+    if (armed.ok()) {
+      // A read interrupted by a signal after part of it arrived (NFS intr, FUSE): retried.
+      armed = g_env->FailOneIn(Op::kRead, spec.fault_one_in, spec.fault_seed + 2,
+                               Fault::ShortRead(EINTR).OnlyFor(spec.file_name));
+    }
   } else if (spec.fault == "torn") {
     armed = g_env->FailOneIn(Op::kWrite, spec.fault_one_in, spec.fault_seed,
                              Fault::TornWrite(EIO).OnlyFor(spec.file_name));

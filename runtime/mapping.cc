@@ -148,6 +148,13 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     if (!r.ok()) status = r.status();
     if (status.ok() && !*r) {
       auto n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(staging, valid));
+      // Interrupted (a backend that does not retry EINTR itself): retried, as the I/O
+      // channels do, a bounded number of times.
+      for (int i = 0; i < 100 && !n.ok() && (ErrnoFromStatus(n.status()) == EINTR ||
+                                              ErrnoFromStatus(n.status()) == EAGAIN);
+           ++i) {
+        n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(staging, valid));
+      }
       if (!n.ok()) {
         status = n.status();
       } else if (*n < valid) {

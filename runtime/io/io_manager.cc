@@ -399,6 +399,7 @@ void IoManager::Finish(const Run& run, char* buf, int64_t res) {
     return;
   }
   if (res == -EAGAIN || res == -EINTR) {
+    counters_.interrupted.fetch_add(1, std::memory_order_relaxed);
     Run again = run;
     sched_.Requeue(again, Now() + 1000);
     WakeChannels();
@@ -419,6 +420,13 @@ void IoManager::Finish(const Run& run, char* buf, int64_t res) {
     counters_.sync_reads.fetch_add(1, std::memory_order_relaxed);
     auto n = c->read_file()->ReadAt(off + got, absl::MakeSpan(buf + got, valid - got));
     if (!n.ok()) {
+      const int err = ErrnoFromStatus(n.status());
+      if (err == EINTR || err == EAGAIN) {
+        counters_.interrupted.fetch_add(1, std::memory_order_relaxed);
+        sched_.Requeue(run, Now() + 1000);
+        WakeChannels();
+        return;
+      }
       Fail(run, n.status());
       return;
     }
@@ -496,6 +504,12 @@ void IoManager::SyncLoop(unsigned index) {
       int err = ErrnoFromStatus(n.status());
       if (err == EINVAL && c->FallBackToBuffered()) {
         sched_.Requeue(r, 0);
+      } else if (err == EINTR || err == EAGAIN) {
+        // As Finish does for a ring's -EINTR: an interrupted read is retried, not failed.
+        // File::ReadAt should have retried it already; a backend that does not (a DFS
+        // client wrapper) must not make the application's read a SIGBUS.
+        counters_.interrupted.fetch_add(1, std::memory_order_relaxed);
+        sched_.Requeue(r, Now() + 1000);
       } else {
         Fail(r, n.status());
       }

@@ -66,6 +66,7 @@ inline constexpr int kSizeBuckets = 12;
 struct IoCounters {
   std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
       retries{0}, errors{0}, sync_reads{0};
+  std::atomic<uint64_t> interrupted{0};  // reads that returned EINTR/EAGAIN and were requeued
   std::atomic<uint64_t> writes{0}, write_bytes{0}, write_timeouts{0};
   std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
 };

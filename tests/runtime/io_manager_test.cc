@@ -317,6 +317,37 @@ TEST_P(IoManagerTimeoutTest, ARetryAfterOneStallDeliversTheBytes) {
   (*m)->RemoveQueue(f.queue());
 }
 
+// A backend whose reads are interrupted after part of the bytes arrived (EINTR, as an NFS
+// "intr" mount or a FUSE request hit by a signal gives): each such read is retried, never
+// failed, and every block arrives with its own bytes.
+TEST_P(IoManagerTimeoutTest, InterruptedReadsAreRetriedNotFailed) {
+  TempDir dir;
+  faultinject::FaultEnv env(Env::Default());
+  const std::string path = dir.File("f");
+  ::close(MakePatternFile(path, 64 * kBlock));
+  auto file = env.OpenFile(path, OpenMode::kReadOnly);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE(env.FailOneIn(faultinject::Op::kRead, 2, 7, faultinject::Fault::ShortRead(EINTR)).ok());
+  FakeMapping f(*std::move(file), 64, 64 * kBlock);
+  IoOptions o;
+  o.engine = GetParam();
+  o.channels = 2;
+  o.uring_channels = 2;
+  o.depth = 4;
+  o.cache_blocks = 64;
+  auto m = IoManager::Create(o, Env::Default());
+  ASSERT_TRUE(m.ok()) << m.status();
+  f.Attach(m->get());
+  for (uint64_t b = 0; b < 64; b += 2) f.Fill(m->get(), b, static_cast<uint32_t>(b));
+  f.WaitDone(32);
+  for (const absl::Status& st : f.statuses()) EXPECT_TRUE(st.ok()) << st;
+  for (uint64_t b = 0; b < 64; b += 2) EXPECT_TRUE(f.BlockHasItsBytes(b)) << "block " << b;
+  EXPECT_GT(env.fired(faultinject::FaultKind::kShortRead), 0u);
+  EXPECT_EQ((*m)->counters().interrupted.load(), env.fired(faultinject::FaultKind::kShortRead));
+  EXPECT_EQ((*m)->counters().errors.load(), 0u);
+  (*m)->RemoveQueue(f.queue());
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, IoManagerTimeoutTest,
                          ::testing::Values(Engine::kUring, Engine::kPosix),
                          [](const auto& info) {
