@@ -189,6 +189,9 @@ class Worker {
   void Stop() {
     if (!reaped_) ::kill(pid_, SIGSTOP);
   }
+  void Cont() {
+    if (!reaped_) ::kill(pid_, SIGCONT);
+  }
   void Kill() {
     if (!reaped_) {
       ::kill(pid_, SIGKILL);
@@ -964,7 +967,11 @@ bool Harness::DataDiskFull(IterationRecord* rec, Rng& rng, Worker& wk, Policy po
   wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
   // On GlusterFS through the mount (the brick's ext4 fills), locally on the data tmpfs.
   const std::string filler = data_dir + "/../filler";
+  // Frozen while the disk fills (through FUSE that takes ~1 s), or its rounds would have
+  // written every hole before the disk is full and never meet the fault.
+  wk.Stop();
   absl::StatusOr<uint64_t> filled = FillUntilEnospc(filler);
+  wk.Cont();
   absl::StrAppend(&rec->what, gluster ? "GlusterFS brick" : "data tmpfs", " filled to ENOSPC (",
                   std::count(rec->holes.begin(), rec->holes.end(), true), " of ", kBlocks,
                   " blocks initially holes)");
