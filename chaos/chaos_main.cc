@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -295,6 +296,11 @@ class Harness {
   // mount), checks umsync's errors, frees it, checks liveness.
   bool DataDiskFull(IterationRecord* rec, Rng& rng, Worker& wk, Policy policy,
                     const std::string& data_dir);
+  // FillUntilEnospc in a child process, bounded: a GlusterFS client can leave a write
+  // unanswered for good (docs/chaos.md), and the harness must not hang in the kernel with it.
+  // *hung: the child still waited after timeout_ms (then the FUSE connection is aborted, which
+  // ends the request, and the mount brought back).
+  absl::StatusOr<uint64_t> FillBounded(const std::string& path, int timeout_ms, bool* hung);
   void Armed(const std::string& kind) { draw_armed_[kind]++; }
   void Fired(const std::string& kind) { draw_fired_[kind]++; }
   void Violate(IterationRecord* rec, std::string invariant, std::string detail) {
@@ -958,6 +964,59 @@ bool Harness::GlusterTimeout(IterationRecord* rec, Rng& rng, Worker& wk) {
   return fired;
 }
 
+absl::StatusOr<uint64_t> Harness::FillBounded(const std::string& path, int timeout_ms,
+                                              bool* hung) {
+  *hung = false;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe for the filler child");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(p[0]);
+    ::close(p[1]);
+    return absl::InternalError(absl::StrCat("fork for the filler: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    absl::StatusOr<uint64_t> n = FillUntilEnospc(path);
+    const std::string line = n.ok() ? absl::StrCat("ok ", *n) : absl::StrCat("err ", n.status().ToString());
+    ssize_t w = ::write(p[1], line.data(), line.size());
+    (void)w;
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  // Poll, never a blocking wait: chaos::Wait's SIGKILL + waitpid would hang with the child,
+  // because SIGKILL does not end a FUSE request the daemon already took.
+  Exit e;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      e.exited = WIFEXITED(status);
+      e.code = e.exited ? WEXITSTATUS(status) : 0;
+      e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      break;
+    }
+    if (Clock::now() > deadline) {
+      *hung = true;
+      // Aborting the connection ends the request; then the child can be killed and reaped.
+      Testbed("abort-fuse", {}, 60000).IgnoreError();  // the remount after this reports a dead testbed
+      e = Wait(pid, 30000);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+  ::close(p[0]);
+  if (*hung) return absl::DeadlineExceededError(absl::StrCat("filling ", path, " hung for ", timeout_ms / 1000, " s"));
+  uint64_t bytes = 0;
+  if (out.rfind("ok ", 0) == 0 && absl::SimpleAtoi(out.substr(3), &bytes)) return bytes;
+  return absl::InternalError(absl::StrCat("filler child (", e.ToString(), "): ", out));
+}
+
 bool Harness::DataDiskFull(IterationRecord* rec, Rng& rng, Worker& wk, Policy policy,
                            const std::string& data_dir) {
   EpochEvents& ev = wk.events();
@@ -970,7 +1029,22 @@ bool Harness::DataDiskFull(IterationRecord* rec, Rng& rng, Worker& wk, Policy po
   // Frozen while the disk fills (through FUSE that takes ~1 s), or its rounds would have
   // written every hole before the disk is full and never meet the fault.
   wk.Stop();
-  absl::StatusOr<uint64_t> filled = FillUntilEnospc(filler);
+  bool hung = false;
+  absl::StatusOr<uint64_t> filled = FillBounded(filler, 60000, &hung);
+  if (hung) {
+    // A GlusterFS limit, not a Umap result: the client dropped the brick (ping-timeout on a
+    // starved brick) and never answered the filler's write. The mount comes back and the
+    // iteration goes on as a dead-client crash: the worker is killed, recovery is judged.
+    Armed("enospc/data-full: GlusterFS client hung");
+    absl::StrAppend(&rec->what, "GlusterFS client hung while filling the brick (",
+                    filled.status().message(), "): FUSE aborted and remounted");
+    wk.Kill();
+    wk.Reap(10000);
+    if (absl::Status s = Testbed("remount", {}, 120000); !s.ok()) {
+      Violate(rec, "harness", s.ToString());
+    }
+    return false;
+  }
   wk.Cont();
   absl::StrAppend(&rec->what, gluster ? "GlusterFS brick" : "data tmpfs", " filled to ENOSPC (",
                   std::count(rec->holes.begin(), rec->holes.end(), true), " of ", kBlocks,
@@ -1223,7 +1297,7 @@ int Harness::Run() {
     // A small brick: the brick's ext4 can be filled (enospc data-full) and power-cut
     // (reboot: gluster-testbed shutdown-brick).
     Exit e = chaos::Run({c_.testbed, "up-single", "--name", gluster_name_, "--mount", mnt,
-                  "--ping-timeout", "3", "--small-brick", "64M"},
+                  "--ping-timeout", "3", "--small-brick", "24M"},
                  run_dir_ + "/gluster-up.log", 180000);
     if (e.exited && e.code == 0) {
       gluster_mount_ = mnt;
