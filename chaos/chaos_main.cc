@@ -1416,6 +1416,21 @@ int main(int argc, char** argv) {
   app.add_option("--duration", c.duration, "stop after this time: N[s|m|h]");
   app.add_option("--faults", c.faults_arg, "comma-separated: kill,reboot,timeout,enospc,eio,torn")
       ->capture_default_str();
+  app.footer(
+      "Fault classes (docs/chaos.md):\n"
+      "  kill     SIGKILL at a crash point or at a random time\n"
+      "  reboot   power cut (SIGSTOP, FS_IOC_SHUTDOWN NOLOGFLUSH) of the journal disk and/or the\n"
+      "           data disk; --dfs gluster: the data disk is the brick's ext4 (gluster-testbed\n"
+      "           shutdown-brick), half of the iterations with holes in the initial file\n"
+      "  timeout  local: a data-file fdatasync stalls in FaultEnv; --dfs gluster: one of\n"
+      "           stop-brick (SIGSTOP 1-5 s), abort-fuse (ENOTCONN for good; the mount is\n"
+      "           brought back before recovery), delay-gen spike (WRITE,FSYNC,READ +20-300 ms\n"
+      "           at 20-100 % for 1-3 s); liveness after each\n"
+      "  enospc   journal-full (journal tmpfs filled) or data-full (data tmpfs, or the GlusterFS\n"
+      "           brick, filled; the initial file has holes, the only blocks that need space)\n"
+      "  eio      injected EIO / lost fdatasync in the file backend (FaultEnv)\n"
+      "  torn     torn writes (FaultEnv) or one bit of a committed journal payload flipped\n"
+      "Exit: 0 no violation, 1 violations, 2 usage, 77 a requested class could not run (skip).");
   app.add_option("--dfs", c.dfs, "local or gluster")->check(CLI::IsMember({"local", "gluster"}));
   app.add_option("--report", c.report_dir, "write chaos-junit.xml and chaos-summary.md here");
   app.add_option("--mutation", c.mutation, "arm a test mutation in workers (and umap-recover)")
