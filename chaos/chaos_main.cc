@@ -1343,6 +1343,7 @@ int Harness::Run() {
   jfs_.reset();
   dfs_.reset();
   tmpfs_.reset();
+  data_tmpfs_.reset();  // before the work dir is removed (its mount point is in it)
 
   std::printf("\n%-8s %10s %12s %11s %8s %11s %8s\n", "class", "iterations", "faults fired",
               "recoveries", "crashes", "violations", "skipped");
