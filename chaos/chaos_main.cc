@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -112,6 +113,11 @@ struct IterationRecord {
   bool skipped = false;
   std::string skip_reason;
   int epochs_run = 0;
+  // Which kind of fault of the class this iteration draws (DrawVariant): timeout on GlusterFS
+  // "stop-brick", "abort-fuse" or "delay"; enospc "journal-full" or "data-full"; reboot on
+  // GlusterFS "brick-power-cut". Empty: the class has one kind.
+  std::string variant;
+  std::vector<bool> holes;  // blocks left as holes in the initial file (empty: none)
 };
 
 // A worker run whose crash was not recovered by umap-recover: the next worker's runtime
@@ -189,6 +195,9 @@ class Worker {
   // Freezes it: what its threads are doing in the kernel completes, nothing reaches user space.
   void Stop() {
     if (!reaped_) ::kill(pid_, SIGSTOP);
+  }
+  void Cont() {
+    if (!reaped_) ::kill(pid_, SIGCONT);
   }
   void Kill() {
     if (!reaped_) {
@@ -309,6 +318,29 @@ class Harness {
   int Recover(const std::string& journal, const std::string& log, Rng& rng, bool allow_kill,
               bool pending_likely, IterationRecord* rec);
   std::string Repro(int index) const;
+  // The DFS-side fault kinds (docs/chaos.md). Drawn from a PRNG of their own, so that adding
+  // them did not change the draws of the existing classes.
+  void DrawVariant(int index, IterationRecord* rec);
+  // The initial file: version 0 of every block, except the holes (ftruncate'd, never written).
+  absl::Status WriteInitialFile(const std::string& path, uint64_t tag,
+                                const std::vector<bool>& holes);
+  // Runs `gluster-testbed SUBCOMMAND --name N ARGS...`; the error names the log.
+  absl::Status Testbed(const std::string& subcommand, const std::vector<std::string>& args,
+                       int timeout_ms);
+  // timeout on GlusterFS, after the worker started: stop-brick / abort-fuse / delay-gen spike.
+  // Returns whether the fault happened; violations (liveness, harness) go to rec.
+  bool GlusterTimeout(IterationRecord* rec, Rng& rng, Worker& wk);
+  // enospc data-full: fills the data file's disk (tmpfs, or the GlusterFS brick through the
+  // mount), checks umsync's errors, frees it, checks liveness.
+  bool DataDiskFull(IterationRecord* rec, Rng& rng, Worker& wk, Policy policy,
+                    const std::string& data_dir);
+  // FillUntilEnospc in a child process, bounded: a GlusterFS client can leave a write
+  // unanswered for good (docs/chaos.md), and the harness must not hang in the kernel with it.
+  // *hung: the child still waited after timeout_ms (then the FUSE connection is aborted, which
+  // ends the request, and the mount brought back).
+  absl::StatusOr<uint64_t> FillBounded(const std::string& path, int timeout_ms, bool* hung);
+  void Armed(const std::string& kind) { draw_armed_[kind]++; }
+  void Fired(const std::string& kind) { draw_fired_[kind]++; }
   void Violate(IterationRecord* rec, std::string invariant, std::string detail) {
     rec->violations.push_back({std::move(invariant), std::move(detail)});
   }
@@ -322,6 +354,8 @@ class Harness {
   std::vector<IterationRecord> records_;
   std::optional<LoopFs> jfs_, dfs_;
   std::optional<Tmpfs> tmpfs_;
+  std::optional<Tmpfs> data_tmpfs_;  // enospc data-full, local data dir
+  std::map<std::string, uint64_t> draw_armed_, draw_fired_;  // "class/kind"
   std::string gluster_mount_, gluster_name_;
   std::map<std::string, std::string> unavailable_;  // class -> why
   std::set<std::string> prepared_;
@@ -348,17 +382,16 @@ absl::Status Harness::PrepareClass(const std::string& cls) {
       s = j.status();
     } else {
       jfs_.emplace(*std::move(j));
-      auto d = LoopFs::Create(run_dir_ + "/data.img", run_dir_ + "/dfs", 32, log);
-      if (!d.ok()) {
-        s = d.status();
-      } else {
-        dfs_.emplace(*std::move(d));
+      // On GlusterFS the data disk is the brick's ext4 image (gluster-testbed --small-brick,
+      // power-cut with shutdown-brick); locally a loop ext4 of our own.
+      if (gluster_mount_.empty()) {
+        auto d = LoopFs::Create(run_dir_ + "/data.img", run_dir_ + "/dfs", 32, log);
+        if (!d.ok()) {
+          s = d.status();
+        } else {
+          dfs_.emplace(*std::move(d));
+        }
       }
-    }
-    if (s.ok() && c_.dfs == "gluster") {
-      // The DFS side of a reboot on GlusterFS needs the brick on a loop device inside the
-      // node's namespace; here the data disk is a local loop ext4 and only the journal
-      // placement differs. Said in docs/chaos.md.
     }
   } else if (cls == "enospc") {
     auto t = Tmpfs::Create(run_dir_ + "/jtmpfs", 24, log);
@@ -366,6 +399,15 @@ absl::Status Harness::PrepareClass(const std::string& cls) {
       s = t.status();
     } else {
       tmpfs_.emplace(*std::move(t));
+    }
+    // data-full: the data dir on a small tmpfs of its own (on GlusterFS: the small brick).
+    if (s.ok() && gluster_mount_.empty()) {
+      auto d = Tmpfs::Create(run_dir_ + "/dtmpfs", 8, log);
+      if (!d.ok()) {
+        s = d.status();
+      } else {
+        data_tmpfs_.emplace(*std::move(d));
+      }
     }
   }
   if (!s.ok()) {
@@ -435,8 +477,9 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                                    absl::StrCat(kCacheBlocks)};
   std::vector<std::string> env;
   if (!c_.mutation.empty()) env.push_back("UMAP_TEST_MUTATION=" + c_.mutation);
-  bool fired = false, rot = false;
-  int enospc_kind = 0, heal_ms = 0;
+  bool fired = false, rot = false, brick_cut = false;
+  int heal_ms = 0;
+  std::string draw, draw_cut;  // eio/torn: which storage failed, which power cut (fault draw table)
   std::string point;
   const uint64_t fault_seed = rng.Next();
 
@@ -462,7 +505,13 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     const uint64_t one_in = rng.Range(5, 40);
     const uint64_t die = first + rng.Range(3, rounds);
     // At death: 0 no power cut, 1 the data file's storage, 2 the journal's, 3 both.
-    const uint64_t cut = rng.Range(0, 3);
+    uint64_t cut = rng.Range(0, 3);
+    // torn on the journal's side alone: its only tearing is the power cut's.
+    if (cls == "torn" && side == 1 && cut < 2) cut = 2;
+    static constexpr const char* kSides[] = {"data", "journal", "both"};
+    static constexpr const char* kCuts[] = {"none", "data", "journal", "both"};
+    draw = absl::StrCat(cls, "/", kSides[side]);
+    draw_cut = absl::StrCat(cls, "/power cut: ", kCuts[cut]);
     args.insert(args.end(), {"--fault-seed", absl::StrCat(fault_seed), "--die-round",
                              absl::StrCat(die)});
     if (side != 1) {
@@ -490,8 +539,7 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                                 : cut == 2 ? " with a power cut of the journal's disk (in process)"
                                            : " with a power cut of both (in process)");
   } else if (cls == "timeout" && !gluster_mount_.empty()) {
-    rounds = 2000;
-    absl::StrAppend(&rec->what, "GlusterFS brick stopped (SIGSTOP), then continued");
+    rounds = 2000;  // GlusterTimeout describes the fault in rec->what
   } else if (cls == "timeout") {
     rounds = 400;
     const uint64_t k = first + rng.Range(1, 5);
@@ -500,12 +548,14 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                              "--stall-round", absl::StrCat(k), "--stall-ms", absl::StrCat(ms)});
     absl::StrAppend(&rec->what, "DFS sync stalls ", ms, " ms after round ", k,
                     (fault_seed & 1) ? " then ETIMEDOUT" : " then proceeds");
+  } else if (cls == "enospc" && rec->variant == "data-full") {
+    rounds = 2000;  // DataDiskFull describes the fault in rec->what
   } else if (cls == "enospc") {
     rounds = 2000;
-    // 0: the journal's real tmpfs filled; 1: injected NoSpace on 1 in k journal writes
-    // (transient); 2: the same, sticky (a disk that stays full). 1-2 end after heal_ms.
-    enospc_kind = static_cast<int>(rng.Range(0, 2));
-    if (enospc_kind == 0) {
+    // journal-full: the journal's real tmpfs filled; journal-injected: injected NoSpace on
+    // 1 in k journal writes (transient); journal-sticky: the same, sticky (a disk that stays
+    // full). The injected ones end after heal_ms.
+    if (rec->variant == "journal-full") {
       absl::StrAppend(&rec->what, "journal tmpfs filled to ENOSPC, then freed");
     } else {
       const uint64_t k = rng.Range(2, 30);
@@ -513,11 +563,12 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
       args.insert(args.end(), {"--fault-seed", absl::StrCat(fault_seed), "--journal-fault",
                                "enospc", "--journal-fault-one-in", absl::StrCat(k), "--heal-ms",
                                absl::StrCat(heal_ms)});
-      if (enospc_kind == 2) args.push_back("--journal-sticky");
+      if (rec->variant == "journal-sticky") args.push_back("--journal-sticky");
       const bool at_open = rng.OneIn(4);
       if (at_open) args.push_back("--journal-fault-at-open");
       absl::StrAppend(&rec->what, "injected journal ENOSPC on 1 in ", k, " writes",
-                      enospc_kind == 2 ? ", sticky" : "", at_open ? ", from the journal's open" : "",
+                      rec->variant == "journal-sticky" ? ", sticky" : "",
+                      at_open ? ", from the journal's open" : "",
                       ", space back after ", heal_ms, " ms");
     }
   } else if (cls == "reboot") {
@@ -543,9 +594,10 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     std::vector<Decoded> seen;
     for (int64_t v : *wk.base()) {
       Decoded d;
-      d.kind = v >= 0 ? Decoded::Kind::kVersion : Decoded::Kind::kTorn;
+      d.kind = v >= 0 ? Decoded::Kind::kVersion : v == -2 ? Decoded::Kind::kZero : Decoded::Kind::kTorn;
       d.version = v >= 0 ? static_cast<uint64_t>(v) : 0;
-      if (v < 0) d.why = "torn or foreign, as read through the new mapping";
+      if (v == -1) d.why = "torn or foreign, as read through the new mapping";
+      if (v == -2) d.why = "all zeros, as read through the new mapping";
       seen.push_back(d);
     }
     for (Violation& v : Check((*pending)->model, policy, (*pending)->ev, (*pending)->upto, seen,
@@ -555,7 +607,7 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     }
     std::vector<uint64_t> base;
     for (int64_t v : *wk.base()) base.push_back(v >= 0 ? static_cast<uint64_t>(v) : 0);
-    *model = Model(wseed, kBlocks, std::move(base));
+    *model = Model(wseed, kBlocks, std::move(base), model->holes());
     pending->reset();
   };
   if (pending->has_value() && !(cls == "kill" && point.empty() && rng.OneIn(4))) {
@@ -592,8 +644,22 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     // on that false success, e.g. apply a transaction to the data disk whose journal commit the
     // journal disk then lost: not a fault a real machine produces.
     wk.Stop();
-    absl::Status s1 = which != 4 ? dfs_->Shutdown() : absl::OkStatus();
-    absl::Status s2 = which != 3 ? jfs_->Shutdown() : absl::OkStatus();
+    absl::Status s1, s2;
+    if (!gluster_mount_.empty()) {
+      // The data disk is the GlusterFS brick's ext4: the journal disk first (instantly), then
+      // the brick's power cut, which also restarts the brick (a few seconds; the worker is
+      // frozen meanwhile).
+      s2 = which != 3 ? jfs_->Shutdown() : absl::OkStatus();
+      if (which != 4) {
+        Armed("reboot/brick-power-cut");
+        s1 = Testbed("shutdown-brick", {}, 120000);
+        if (s1.ok()) Fired("reboot/brick-power-cut");
+      }
+    } else {
+      s1 = which != 4 ? dfs_->Shutdown() : absl::OkStatus();
+      s2 = which != 3 ? jfs_->Shutdown() : absl::OkStatus();
+    }
+    brick_cut = !gluster_mount_.empty() && which != 4 && s1.ok();
     fired = s1.ok() && s2.ok();
     if (!fired) {
       Violate(rec, "harness", absl::StrCat("FS_IOC_SHUTDOWN failed: ", s1.ToString(), " / ",
@@ -601,27 +667,11 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     }
     absl::StrAppend(&rec->what, "power cut (SIGSTOP, FS_IOC_SHUTDOWN NOLOGFLUSH) of ",
                     which <= 2 ? "journal and data disks" : which == 3 ? "the data disk" : "the journal disk",
+                    gluster_mount_.empty() || which == 4 ? "" : " (the GlusterFS brick's ext4)",
                     ", ", written_back, " blocks written back before");
     wk.Kill();
   } else if (cls == "timeout" && !gluster_mount_.empty()) {
-    // A real DFS hang: the brick process stops answering (ping-timeout 3 s), then returns.
-    wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
-    const std::string glog = run_dir_ + "/gluster-faults.log";
-    Exit stop = chaos::Run({c_.testbed, "stop-brick", "--name", gluster_name_}, glog, 60000);
-    fired = stop.exited && stop.code == 0;
-    const int hang_ms = static_cast<int>(rng.Range(1000, 5000));
-    absl::StrAppend(&rec->what, " for ", hang_ms, " ms");
-    wk.Sleep(hang_ms);
-    const uint64_t acked_at_cont = ev.last_acked.value_or(0);
-    Exit cont = chaos::Run({c_.testbed, "cont-brick", "--name", gluster_name_}, glog, 120000);
-    if (!fired || !cont.exited || cont.code != 0) {
-      Violate(rec, "harness", absl::StrCat("gluster-testbed stop-brick/cont-brick failed: ",
-                                           stop.ToString(), " / ", cont.ToString(), " (see ",
-                                           glog, ")"));
-    } else if (!wk.PumpUntil(acked_after(acked_at_cont), 30000) && !wk.eof()) {
-      Violate(rec, "liveness", "no umsync acknowledged within 30 s after the brick came back");
-    }
-    wk.Kill();
+    fired = GlusterTimeout(rec, rng, wk);
   } else if (cls == "timeout") {
     if (wk.PumpUntil([&] { return ev.stall_round.has_value(); }, 20000)) {
       fired = true;
@@ -638,7 +688,9 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
       }
     }
     wk.Kill();
-  } else if (cls == "enospc" && enospc_kind != 0) {
+  } else if (cls == "enospc" && rec->variant == "data-full") {
+    fired = DataDiskFull(rec, rng, wk, policy, dir_data);
+  } else if (cls == "enospc" && rec->variant != "journal-full") {
     if (!wk.PumpUntil([&] { return wk.healed_round().has_value(); }, heal_ms + 30000)) {
       if (!wk.eof()) Violate(rec, "harness", "the worker never reported the end of the fault");
     } else {
@@ -756,6 +808,15 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                          " (see ", log, ")"));
   }
   if (fired) st.fired++;
+  if (cls == "enospc" && rec->variant != "data-full") {
+    Armed("enospc/" + rec->variant);
+    if (fired) Fired("enospc/" + rec->variant);
+  }
+  for (const std::string& d : {draw, draw_cut}) {
+    if (d.empty()) continue;
+    Armed(d);
+    if (fired) Fired(d);
+  }
   if (!ev.ready && ex.exited && ex.code == 0) {
     Violate(rec, "harness", "worker exited 0 without reporting");
   }
@@ -763,8 +824,17 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
   const auto t_worker = Clock::now();
   // A reboot: the disks come back (ext4 replays its own log).
   if (cls == "reboot") {
-    for (LoopFs* fs : {&*jfs_, &*dfs_}) {
+    for (LoopFs* fs : {jfs_ ? &*jfs_ : nullptr, dfs_ ? &*dfs_ : nullptr}) {
+      if (fs == nullptr) continue;
       if (absl::Status s = fs->Remount(); !s.ok()) {
+        Violate(rec, "harness", s.ToString());
+        return false;
+      }
+    }
+    // The client's page cache still holds bytes the brick lost (measured: docs/chaos.md);
+    // the node reboots with its disk, so the client mounts again and sees the brick's truth.
+    if (brick_cut) {
+      if (absl::Status s = Testbed("remount", {}, 120000); !s.ok()) {
         Violate(rec, "harness", s.ToString());
         return false;
       }
@@ -885,9 +955,286 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
   }
   if (!rec->violations.empty() || expect_refusal) return false;
   // The next run starts from this recovered file; its rounds never reuse a version.
-  *model = Model(wseed, kBlocks, Versions(after));
+  *model = Model(wseed, kBlocks, Versions(after), model->holes());
   *first_round = std::max(first + rounds, ev.last_begun.value_or(first) + 2);
   return true;
+}
+
+void Harness::DrawVariant(int index, IterationRecord* rec) {
+  Rng v(Mix(c_.seed) ^ Mix(static_cast<uint64_t>(index) + 1) ^ 0x64667376617269ull);
+  const bool gluster = !gluster_mount_.empty();
+  if (rec->cls == "timeout" && gluster) {
+    static constexpr const char* kKinds[] = {"stop-brick", "abort-fuse", "delay"};
+    rec->variant = kKinds[v.Range(0, 2)];
+  } else if (rec->cls == "enospc") {
+    // Half data-full; the journal's disk full for real, or injected (transient or sticky).
+    static constexpr const char* kKinds[] = {"journal-full", "journal-injected",
+                                             "journal-sticky"};
+    rec->variant = v.OneIn(2) ? "data-full" : kKinds[v.Range(0, 2)];
+  } else if (rec->cls == "reboot" && gluster) {
+    rec->variant = "brick-power-cut";
+  }
+  // Holes: always when the data disk fills (only a write into a hole needs space), and in half
+  // of the GlusterFS reboots (a lost block allocation must read as zeros only where allowed).
+  if (rec->variant == "data-full" || (rec->variant == "brick-power-cut" && v.OneIn(2))) {
+    const uint64_t percent = v.Range(25, 75);
+    rec->holes.assign(kBlocks, false);
+    for (uint64_t b = 0; b < kBlocks; ++b) rec->holes[b] = v.Range(1, 100) <= percent;
+  }
+}
+
+absl::Status Harness::WriteInitialFile(const std::string& path, uint64_t tag,
+                                       const std::vector<bool>& holes) {
+  std::string initial(kBlocks * kBlockSize, '\0');
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    FillBlock(tag, b, 0, absl::MakeSpan(initial.data() + b * kBlockSize, kBlockSize));
+  }
+  if (holes.empty()) return WriteWholeFile(path, initial, /*sync=*/true);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("create ", path, ": ", strerror(errno)));
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat(what, " ", path, ": ", strerror(err)));
+  };
+  if (::ftruncate(fd, static_cast<off_t>(kBlocks * kBlockSize)) != 0) return fail("ftruncate");
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    if (holes[b]) continue;
+    if (::pwrite(fd, initial.data() + b * kBlockSize, kBlockSize,
+                 static_cast<off_t>(b * kBlockSize)) != static_cast<ssize_t>(kBlockSize)) {
+      return fail(absl::StrCat("write block ", b, " of"));
+    }
+  }
+  if (::fsync(fd) != 0) return fail("fsync");
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+absl::Status Harness::Testbed(const std::string& subcommand, const std::vector<std::string>& args,
+                              int timeout_ms) {
+  const std::string glog = run_dir_ + "/gluster-faults.log";
+  std::vector<std::string> argv = {c_.testbed, subcommand, "--name", gluster_name_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Exit e = chaos::Run(argv, glog, timeout_ms);
+  if (!e.exited || e.code != 0) {
+    return absl::InternalError(absl::StrCat("`", absl::StrJoin(argv, " "), "` failed: ",
+                                            e.ToString(), " (see ", glog, ")"));
+  }
+  return absl::OkStatus();
+}
+
+bool Harness::GlusterTimeout(IterationRecord* rec, Rng& rng, Worker& wk) {
+  EpochEvents& ev = wk.events();
+  const std::string kind = rec->variant;
+  const std::string draw = "timeout/" + kind;
+  Armed(draw);
+  auto acked_after = [&](uint64_t r) { return [&, r] { return ev.last_acked && *ev.last_acked > r; }; };
+  wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+  bool fired = false;
+  if (kind == "stop-brick") {
+    // A real DFS hang: the brick process stops answering (ping-timeout 3 s), then returns.
+    absl::Status stop = Testbed("stop-brick", {}, 60000);
+    fired = stop.ok();
+    const int hang_ms = static_cast<int>(rng.Range(1000, 5000));
+    absl::StrAppend(&rec->what, "GlusterFS brick stopped (SIGSTOP) for ", hang_ms,
+                    " ms, then continued");
+    wk.Sleep(hang_ms);
+    const uint64_t acked_at_cont = ev.last_acked.value_or(0);
+    absl::Status cont = Testbed("cont-brick", {}, 120000);
+    if (!stop.ok() || !cont.ok()) {
+      Violate(rec, "harness", absl::StrCat("gluster-testbed stop-brick/cont-brick: ",
+                                           stop.ToString(), " / ", cont.ToString()));
+    } else if (!wk.PumpUntil(acked_after(acked_at_cont), 30000) && !wk.eof()) {
+      Violate(rec, "liveness", "no umsync acknowledged within 30 s after the brick came back");
+    }
+    wk.Kill();
+  } else if (kind == "abort-fuse") {
+    // The FUSE connection dies under the worker: every later access is ENOTCONN, for good.
+    // The worker cannot outlive its mount (its descriptors stay on the dead one): it is
+    // killed, the mount comes back (gluster-testbed remount, brick data kept), then recovery.
+    wk.Sleep(static_cast<int>(rng.Range(0, 300)));
+    absl::Status abort = Testbed("abort-fuse", {}, 60000);
+    fired = abort.ok();
+    const size_t errors_before = ev.errors.size();
+    wk.PumpUntil([&] { return ev.errors.size() > errors_before; }, 2000);
+    absl::StrAppend(&rec->what, "GlusterFS FUSE connection aborted");
+    if (ev.errors.size() > errors_before) {
+      absl::StrAppend(&rec->what, " (umsync errno ", ev.errors[errors_before].second, ")");
+    } else {
+      absl::StrAppend(&rec->what, wk.eof() ? " (the worker died)" : " (no umsync error within 2 s)");
+    }
+    wk.Kill();
+    wk.Reap(10000);
+    absl::Status remount = Testbed("remount", {}, 120000);
+    absl::StrAppend(&rec->what, ", mount brought back");
+    if (!abort.ok() || !remount.ok()) {
+      Violate(rec, "harness", absl::StrCat("gluster-testbed abort-fuse/remount: ",
+                                           abort.ToString(), " / ", remount.ToString()));
+    }
+  } else {
+    // delay-gen latency spike on writes, fsyncs and reads; the worker must keep going.
+    const uint64_t percent = rng.Range(20, 100);
+    const uint64_t usec = rng.Range(20000, 300000);
+    const int hold_ms = static_cast<int>(rng.Range(1000, 3000));
+    const auto t0 = Clock::now();
+    absl::Status on = Testbed("delay", {"--percent", absl::StrCat(percent), "--usec",
+                                        absl::StrCat(usec), "--fops", "WRITE,FSYNC,READ"},
+                              60000);
+    const double on_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    fired = on.ok();
+    const uint64_t acked_on = ev.last_acked.value_or(0);
+    wk.Sleep(hold_ms);
+    const uint64_t acked_during = ev.last_acked.value_or(0) - acked_on;
+    const auto t1 = Clock::now();
+    absl::Status off = Testbed("delay", {"--off"}, 60000);
+    const double off_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    absl::StrAppend(&rec->what, "GlusterFS delay-gen: ", percent, "% of WRITE,FSYNC,READ +",
+                    usec / 1000, " ms for ", hold_ms, " ms (", acked_during,
+                    " umsyncs acknowledged meanwhile; switching on ",
+                    static_cast<int>(on_s * 1000), " ms, off ", static_cast<int>(off_s * 1000),
+                    " ms)");
+    const uint64_t acked_at_off = ev.last_acked.value_or(0);
+    if (!on.ok() || !off.ok()) {
+      Violate(rec, "harness", absl::StrCat("gluster-testbed delay: ", on.ToString(), " / ",
+                                           off.ToString()));
+    } else if (!wk.PumpUntil(acked_after(acked_at_off), 30000) && !wk.eof()) {
+      Violate(rec, "liveness", "no umsync acknowledged within 30 s after the delay was switched off");
+    }
+    wk.Sleep(static_cast<int>(rng.Range(0, 200)));
+    wk.Kill();
+  }
+  if (fired) Fired(draw);
+  return fired;
+}
+
+absl::StatusOr<uint64_t> Harness::FillBounded(const std::string& path, int timeout_ms,
+                                              bool* hung) {
+  *hung = false;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe for the filler child");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(p[0]);
+    ::close(p[1]);
+    return absl::InternalError(absl::StrCat("fork for the filler: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    absl::StatusOr<uint64_t> n = FillUntilEnospc(path);
+    const std::string line = n.ok() ? absl::StrCat("ok ", *n) : absl::StrCat("err ", n.status().ToString());
+    ssize_t w = ::write(p[1], line.data(), line.size());
+    (void)w;
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  // Poll, never a blocking wait: chaos::Wait's SIGKILL + waitpid would hang with the child,
+  // because SIGKILL does not end a FUSE request the daemon already took.
+  Exit e;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      e.exited = WIFEXITED(status);
+      e.code = e.exited ? WEXITSTATUS(status) : 0;
+      e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      break;
+    }
+    if (Clock::now() > deadline) {
+      *hung = true;
+      // Aborting the connection ends the request; then the child can be killed and reaped.
+      Testbed("abort-fuse", {}, 60000).IgnoreError();  // the remount after this reports a dead testbed
+      e = Wait(pid, 30000);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+  ::close(p[0]);
+  if (*hung) return absl::DeadlineExceededError(absl::StrCat("filling ", path, " hung for ", timeout_ms / 1000, " s"));
+  uint64_t bytes = 0;
+  if (out.rfind("ok ", 0) == 0 && absl::SimpleAtoi(out.substr(3), &bytes)) return bytes;
+  return absl::InternalError(absl::StrCat("filler child (", e.ToString(), "): ", out));
+}
+
+bool Harness::DataDiskFull(IterationRecord* rec, Rng& rng, Worker& wk, Policy policy,
+                           const std::string& data_dir) {
+  EpochEvents& ev = wk.events();
+  auto acked_after = [&](uint64_t r) { return [&, r] { return ev.last_acked && *ev.last_acked > r; }; };
+  const bool gluster = !gluster_mount_.empty();
+  Armed("enospc/data-full");
+  wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+  // On GlusterFS through the mount (the brick's ext4 fills), locally on the data tmpfs.
+  const std::string filler = data_dir + "/../filler";
+  // Frozen while the disk fills (through FUSE that takes ~1 s), or its rounds would have
+  // written every hole before the disk is full and never meet the fault.
+  wk.Stop();
+  bool hung = false;
+  absl::StatusOr<uint64_t> filled = FillBounded(filler, 60000, &hung);
+  if (hung) {
+    // A GlusterFS limit, not a Umap result: the client dropped the brick (ping-timeout on a
+    // starved brick) and never answered the filler's write. The mount comes back and the
+    // iteration goes on as a dead-client crash: the worker is killed, recovery is judged.
+    Armed("enospc/data-full: GlusterFS client hung");
+    absl::StrAppend(&rec->what, "GlusterFS client hung while filling the brick (",
+                    filled.status().message(), "): FUSE aborted and remounted");
+    wk.Kill();
+    wk.Reap(10000);
+    if (absl::Status s = Testbed("remount", {}, 120000); !s.ok()) {
+      Violate(rec, "harness", s.ToString());
+    }
+    return false;
+  }
+  wk.Cont();
+  absl::StrAppend(&rec->what, gluster ? "GlusterFS brick" : "data tmpfs", " filled to ENOSPC (",
+                  std::count(rec->holes.begin(), rec->holes.end(), true), " of ", kBlocks,
+                  " blocks initially holes)");
+  if (!filled.ok()) {
+    Violate(rec, "harness", filled.status().ToString());
+    ::unlink(filler.c_str());
+    wk.Kill();
+    return false;
+  }
+  const uint64_t acked_at_fill = ev.last_acked.value_or(0);
+  const size_t errors_at_fill = ev.errors.size();
+  const bool errored = wk.PumpUntil([&] { return ev.errors.size() > errors_at_fill; }, 4000);
+  wk.Sleep(static_cast<int>(rng.Range(100, 800)));
+  // Fired: umsync failed, or the worker was held back (no acknowledgement while full). A run
+  // whose rounds only overwrote blocks that already had space did not meet the fault.
+  const bool fired = errored || ev.last_acked.value_or(0) == acked_at_fill;
+  const uint64_t acked_at_free = ev.last_acked.value_or(0);
+  const size_t errors_at_free = ev.errors.size();
+  absl::StrAppend(&rec->what, " (", *filled >> 10, " KiB; ", errors_at_free - errors_at_fill,
+                  " umsync errors, ", acked_at_free - acked_at_fill, " acknowledged while full)");
+  ::unlink(filler.c_str());
+  // Liveness: with space back, umsync must succeed again within the bound.
+  const int bound_ms = gluster ? 30000 : 20000;
+  if (!wk.PumpUntil(acked_after(acked_at_free), bound_ms) && !wk.eof()) {
+    Violate(rec, "liveness", absl::StrCat("no umsync acknowledged within ", bound_ms / 1000,
+                                          " s after the data disk's space came back (last "
+                                          "acknowledged ", acked_at_free, ", ", ev.errors.size(),
+                                          " umsync errors)"));
+  }
+  // A full data disk fails the apply, never the journal: every umsync error is ENOSPC, and in
+  // atomic each failed round was committed before its apply failed (docs/durability.md), so
+  // it must survive like an acknowledged one.
+  for (size_t i = errors_at_fill; i < ev.errors.size(); ++i) {
+    const auto [round, err] = ev.errors[i];
+    if (err != ENOSPC) {
+      Violate(rec, "enospc", absl::StrCat("umsync of round ", round, " failed with errno ", err,
+                                          " (", strerror(err), ") on a full data disk, expected ENOSPC"));
+    } else if (policy == Policy::kAtomic) {
+      ev.committed = std::max(ev.committed.value_or(0), round);
+    }
+  }
+  if (ev.committed) absl::StrAppend(&rec->what, "; rounds up to ", *ev.committed, " committed");
+  wk.Sleep(static_cast<int>(rng.Range(0, 200)));
+  wk.Kill();
+  if (fired) Fired("enospc/data-full");
+  return fired;
 }
 
 IterationRecord Harness::RunIteration(int index) {
@@ -912,11 +1259,17 @@ IterationRecord Harness::RunIteration(int index) {
     return rec;
   }
   st.iterations++;
+  DrawVariant(index, &rec);
   const std::string it_dir = absl::StrCat(run_dir_, "/it-", index);
   std::string data_parent = it_dir, journal_parent = it_dir;
   if (rec.cls == "reboot") {
-    data_parent = absl::StrCat(dfs_->mount(), "/it-", index);
+    data_parent = gluster_mount_.empty() ? absl::StrCat(dfs_->mount(), "/it-", index)
+                                         : absl::StrCat(gluster_mount_, "/it-", index);
     journal_parent = absl::StrCat(jfs_->mount(), "/it-", index);
+  } else if (rec.cls == "enospc" && rec.variant == "data-full") {
+    // The data file's disk fills up; the journal has room (the run dir).
+    data_parent = gluster_mount_.empty() ? absl::StrCat(data_tmpfs_->mount(), "/it-", index)
+                                         : absl::StrCat(gluster_mount_, "/it-", index);
   } else if (rec.cls == "enospc") {
     journal_parent = absl::StrCat(tmpfs_->mount(), "/it-", index);
   } else if (!gluster_mount_.empty()) {
@@ -928,14 +1281,10 @@ IterationRecord Harness::RunIteration(int index) {
   MakeDirs(journal_parent).IgnoreError();
   const uint64_t tag = rng.Next() | 1;
   const uint64_t wseed = rng.Next();
-  std::string initial(kBlocks * kBlockSize, '\0');
-  for (uint64_t b = 0; b < kBlocks; ++b) {
-    FillBlock(tag, b, 0, absl::MakeSpan(initial.data() + b * kBlockSize, kBlockSize));
-  }
-  if (absl::Status s = WriteWholeFile(data_dir + "/data.umap", initial, /*sync=*/true); !s.ok()) {
+  if (absl::Status s = WriteInitialFile(data_dir + "/data.umap", tag, rec.holes); !s.ok()) {
     Violate(&rec, "harness", s.ToString());
   } else {
-    Model model(wseed, kBlocks, std::vector<uint64_t>(kBlocks, 0));
+    Model model(wseed, kBlocks, std::vector<uint64_t>(kBlocks, 0), rec.holes);
     uint64_t first_round = 1;
     const int epochs = static_cast<int>(rng.Range(1, 3));
     std::optional<PendingCheck> pending;
@@ -1055,6 +1404,12 @@ void Harness::WriteReports(double seconds) {
   for (const std::string& k : names) {
     absl::StrAppend(&md, "| `", k, "` | ", point_armed_[k], " | ", point_fired_[k], " |\n");
   }
+  if (!draw_armed_.empty()) {
+    absl::StrAppend(&md, "\n| fault draw | armed (worker runs) | fired |\n|---|---|---|\n");
+    for (const auto& [k, n] : draw_armed_) {
+      absl::StrAppend(&md, "| `", k, "` | ", n, " | ", draw_fired_[k], " |\n");
+    }
+  }
   absl::StrAppend(&md, "\n## Violations: ", violations_.size(), "\n\n");
   for (const ViolationRecord& v : violations_) {
     absl::StrAppend(&md, "- iteration ", v.iteration, " (", v.cls, "): **", v.v.invariant, "**: ",
@@ -1083,8 +1438,10 @@ int Harness::Run() {
     gluster_name_ = absl::StrCat("chaos", ::getpid());
     const std::string mnt = run_dir_ + "/gluster";
     MakeDirs(mnt).IgnoreError();
+    // A small brick: the brick's ext4 can be filled (enospc data-full) and power-cut
+    // (reboot: gluster-testbed shutdown-brick).
     Exit e = chaos::Run({c_.testbed, "up-single", "--name", gluster_name_, "--mount", mnt,
-                  "--ping-timeout", "3"},
+                  "--ping-timeout", "3", "--small-brick", "24M"},
                  run_dir_ + "/gluster-up.log", 180000);
     if (e.exited && e.code == 0) {
       gluster_mount_ = mnt;
@@ -1130,6 +1487,7 @@ int Harness::Run() {
   jfs_.reset();
   dfs_.reset();
   tmpfs_.reset();
+  data_tmpfs_.reset();  // before the work dir is removed (its mount point is in it)
 
   std::printf("\n%-8s %10s %12s %11s %8s %11s %10s %8s\n", "class", "iterations", "faults fired",
               "recoveries", "crashes", "violations", "RSS+ MiB", "skipped");
@@ -1153,6 +1511,13 @@ int Harness::Run() {
   for (const std::string& k : names) {
     std::printf("%-26s %8llu %8llu\n", k.c_str(), static_cast<unsigned long long>(point_armed_[k]),
                 static_cast<unsigned long long>(point_fired_[k]));
+  }
+  if (!draw_armed_.empty()) {
+    std::printf("\n%-44s %8s %8s\n", "fault draw", "armed", "fired");
+    for (const auto& [k, n] : draw_armed_) {
+      std::printf("%-44s %8llu %8llu\n", k.c_str(), static_cast<unsigned long long>(n),
+                  static_cast<unsigned long long>(draw_fired_[k]));
+    }
   }
   std::printf("\n%zu iterations in %.0f s, %zu violations (seed %llu)\n", records_.size(), seconds,
               violations_.size(), static_cast<unsigned long long>(c_.seed));
@@ -1196,6 +1561,21 @@ int main(int argc, char** argv) {
   app.add_option("--duration", c.duration, "stop after this time: N[s|m|h]");
   app.add_option("--faults", c.faults_arg, "comma-separated: kill,reboot,timeout,enospc,eio,torn")
       ->capture_default_str();
+  app.footer(
+      "Fault classes (docs/chaos.md):\n"
+      "  kill     SIGKILL at a crash point or at a random time\n"
+      "  reboot   power cut (SIGSTOP, FS_IOC_SHUTDOWN NOLOGFLUSH) of the journal disk and/or the\n"
+      "           data disk; --dfs gluster: the data disk is the brick's ext4 (gluster-testbed\n"
+      "           shutdown-brick), half of the iterations with holes in the initial file\n"
+      "  timeout  local: a data-file fdatasync stalls in FaultEnv; --dfs gluster: one of\n"
+      "           stop-brick (SIGSTOP 1-5 s), abort-fuse (ENOTCONN for good; the mount is\n"
+      "           brought back before recovery), delay-gen spike (WRITE,FSYNC,READ +20-300 ms\n"
+      "           at 20-100 % for 1-3 s); liveness after each\n"
+      "  enospc   journal-full (journal tmpfs filled) or data-full (data tmpfs, or the GlusterFS\n"
+      "           brick, filled; the initial file has holes, the only blocks that need space)\n"
+      "  eio      injected EIO / lost fdatasync in the file backend (FaultEnv)\n"
+      "  torn     torn writes (FaultEnv) or one bit of a committed journal payload flipped\n"
+      "Exit: 0 no violation, 1 violations, 2 usage, 77 a requested class could not run (skip).");
   app.add_option("--dfs", c.dfs, "local or gluster")->check(CLI::IsMember({"local", "gluster"}));
   app.add_option("--report", c.report_dir, "write chaos-junit.xml and chaos-summary.md here");
   app.add_option("--mutation", c.mutation, "arm a test mutation in workers (and umap-recover)")

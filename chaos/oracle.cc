@@ -56,11 +56,19 @@ std::vector<Violation> Check(const Model& model, Policy policy, const EpochEvent
                              const std::vector<Decoded>& before) {
   std::vector<Violation> out;
   const uint64_t first = ev.first_round;
-  const uint64_t acked = ev.last_acked.value_or(first - 1);
+  const uint64_t acked = std::max(ev.last_acked.value_or(first - 1), ev.committed.value_or(0));
   const uint64_t begun = std::max(acked, ev.last_begun.value_or(first - 1));
   bool torn = false;
   for (size_t b = 0; b < after.size(); ++b) {
-    if (after[b].kind != Decoded::Kind::kVersion) {
+    if (after[b].kind == Decoded::Kind::kZero) {
+      // An initial hole that nobody wrote yet reads as zeros (version 0). Anywhere else zeros
+      // are a lost block: the harness never wrote zeros, and no version is all zeros.
+      if (!model.hole(b)) {
+        torn = true;
+        out.push_back({"atomicity", absl::StrCat("block ", b, " reads as all zeros, but the "
+                                                 "harness never left it a hole")});
+      }  // A hole that held a newer version before is caught as durability below.
+    } else if (after[b].kind != Decoded::Kind::kVersion) {
       torn = true;
       out.push_back({"atomicity", absl::StrCat("block ", b, " matches no version written to it: ",
                                                after[b].why)});
@@ -77,7 +85,8 @@ std::vector<Violation> Check(const Model& model, Policy policy, const EpochEvent
                      absl::StrCat("block ", b, " at version ", after[b].version,
                                   ", but umsync of round ", must[b],
                                   " that wrote it was acknowledged (last acknowledged round ",
-                                  acked, ")")});
+                                  acked, ev.committed ? ", or committed before a data-disk "
+                                                        "ENOSPC" : "", ")")});
     }
   }
   if (policy == Policy::kAtomic && out.empty()) {
@@ -101,7 +110,8 @@ std::vector<Violation> Check(const Model& model, Policy policy, const EpochEvent
     }
   }
   for (size_t b = 0; b < before.size() && b < after.size(); ++b) {
-    if (before[b].kind == Decoded::Kind::kVersion && after[b].version < before[b].version) {
+    if ((before[b].kind == Decoded::Kind::kVersion || before[b].kind == Decoded::Kind::kZero) &&
+        after[b].version < before[b].version) {
       out.push_back({"monotonicity", absl::StrCat("recovery moved block ", b, " back from version ",
                                                   before[b].version, " to ", after[b].version)});
     }

@@ -39,14 +39,21 @@ struct EpochEvents {
   std::optional<uint64_t> stall_round;   // "T"
   bool ready = false;                    // "R"
   std::optional<int> unmap_rc;           // "U"
+  // Highest failed round whose journal commit cannot have failed (the fault was a full *data*
+  // disk; the journal's disk had room): per docs/durability.md its transaction is committed,
+  // so it is as durable as an acknowledged one. Set by the driver, atomic policy only.
+  std::optional<uint64_t> committed;
 };
 
 enum class Policy { kAtomic, kRelaxed };
 
 class Model {
  public:
-  Model(uint64_t seed, uint64_t blocks, std::vector<uint64_t> base)
-      : seed_(seed), blocks_(blocks), base_(std::move(base)) {}
+  // holes: blocks the harness left as holes in the initial file (empty: none). Such a block
+  // may read as all zeros while it is at version 0; no other block ever may.
+  Model(uint64_t seed, uint64_t blocks, std::vector<uint64_t> base,
+        std::vector<bool> holes = {})
+      : seed_(seed), blocks_(blocks), base_(std::move(base)), holes_(std::move(holes)) {}
 
   // The block versions after rounds first..k were all applied on top of base (k < first:
   // base).
@@ -55,11 +62,14 @@ class Model {
   bool Written(uint64_t block, uint64_t version, uint64_t first, uint64_t hi) const;
   const std::vector<uint64_t>& base() const { return base_; }
   uint64_t blocks() const { return blocks_; }
+  bool hole(uint64_t block) const { return block < holes_.size() && holes_[block]; }
+  const std::vector<bool>& holes() const { return holes_; }
 
  private:
   const std::vector<uint64_t>& Round(uint64_t r) const;
   uint64_t seed_, blocks_;
   std::vector<uint64_t> base_;
+  std::vector<bool> holes_;
   mutable std::map<uint64_t, std::vector<uint64_t>> rounds_;
 };
 

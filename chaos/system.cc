@@ -275,6 +275,36 @@ absl::StatusOr<uint64_t> Tmpfs::Fill(const std::string& path) {
   }
 }
 
+absl::StatusOr<uint64_t> FillUntilEnospc(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return umap::PosixError(errno, absl::StrCat("create filler ", path));
+  std::string chunk(1 << 16, 'F');
+  uint64_t total = 0;
+  for (size_t size : {size_t{1} << 16, size_t{4096}}) {
+    for (;;) {
+      ssize_t n = ::write(fd, chunk.data(), size);
+      if (n > 0) {
+        total += n;
+        continue;
+      }
+      int err = errno;
+      if (n < 0 && err == EINTR) continue;
+      if (n < 0 && err != ENOSPC) {
+        ::close(fd);
+        return umap::PosixError(err, absl::StrCat("fill ", path, " after ", total, " bytes"));
+      }
+      break;
+    }
+  }
+  if (::fsync(fd) != 0 && errno != ENOSPC) {
+    int err = errno;
+    ::close(fd);
+    return umap::PosixError(err, absl::StrCat("fsync filler ", path));
+  }
+  ::close(fd);
+  return total;
+}
+
 absl::Status WriteBackRange(const std::string& path, uint64_t offset, uint64_t len) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return umap::PosixError(errno, absl::StrCat("open ", path));

@@ -83,6 +83,12 @@ class Tmpfs {
   std::string mount_, log_;
 };
 
+// Writes `path` (on any file system: tmpfs, a FUSE mount) in 64 KiB, then 4 KiB chunks until a
+// write fails with ENOSPC, then fsyncs it (an ENOSPC there is expected: a DFS client with
+// write-behind reports the last writes' error at the sync). Returns the bytes written; any
+// other error is returned with the path.
+absl::StatusOr<uint64_t> FillUntilEnospc(const std::string& path);
+
 // Makes `path` durable up to its device (sync_file_range WRITE|WAIT of [offset, offset+len)):
 // the kernel writing back some dirty pages before a crash.
 absl::Status WriteBackRange(const std::string& path, uint64_t offset, uint64_t len);

@@ -6,7 +6,7 @@
 // Pipe lines (each one write() of less than PIPE_BUF bytes, so lines never interleave):
 //   R <pid>                 mapped, about to start
 //   V <v0>,<v1>,...         (--report-base) the version of every block as read through the
-//                           new mapping, -1 for a torn or foreign block
+//                           new mapping, -1 for a torn or foreign block, -2 for all zeros
 //   B <round>               round's writes done, umsync starting (in flight from now on)
 //   A <round>               umsync returned 0 (acknowledged)
 //   E <round> <errno>       umsync returned -1 (indeterminate)
@@ -197,7 +197,9 @@ int main(int argc, char** argv) {
       chaos::Decoded d = chaos::DecodeBlock(
           tag, b, absl::MakeConstSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
       absl::StrAppend(&line, b ? "," : "",
-                      d.kind == chaos::Decoded::Kind::kVersion ? static_cast<int64_t>(d.version) : -1);
+                      d.kind == chaos::Decoded::Kind::kVersion ? static_cast<int64_t>(d.version)
+                      : d.kind == chaos::Decoded::Kind::kZero  ? -2
+                                                               : -1);
     }
     Report(line);
   }

@@ -46,6 +46,11 @@ Decoded DecodeBlock(uint64_t tag, uint64_t block, absl::Span<const char> in) {
   Decoded d;
   const char* p = in.data();
   const size_t n = in.size();
+  if (std::all_of(in.begin(), in.end(), [](char c) { return c == 0; })) {
+    d.kind = Decoded::Kind::kZero;
+    d.why = "all zeros";
+    return d;
+  }
   uint32_t stored;
   std::memcpy(&stored, p + n - 4, 4);
   if (umap::crc32c::Value(p, n - 4) != stored) {

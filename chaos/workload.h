@@ -55,11 +55,12 @@ std::vector<uint64_t> RoundBlocks(uint64_t seed, uint64_t round, uint64_t blocks
 // Writes the image of (tag, block, version) into out (out.size() == kBlockSize).
 void FillBlock(uint64_t tag, uint64_t block, uint64_t version, absl::Span<char> out);
 
-// What a block of the file holds.
+// What a block of the file holds. kZero: every byte is 0 (a hole, or a block the DFS never
+// got); version is then 0, and the oracle accepts it only where the harness left a hole.
 struct Decoded {
-  enum class Kind { kVersion, kTorn, kForeign } kind = Kind::kTorn;
-  uint64_t version = 0;  // kVersion
-  std::string why;       // kTorn / kForeign: what did not match
+  enum class Kind { kVersion, kTorn, kForeign, kZero } kind = Kind::kTorn;
+  uint64_t version = 0;  // kVersion (kZero: 0)
+  std::string why;       // kTorn / kForeign / kZero: what did not match
 };
 Decoded DecodeBlock(uint64_t tag, uint64_t block, absl::Span<const char> in);
 

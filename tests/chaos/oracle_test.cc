@@ -106,5 +106,67 @@ TEST_F(OracleTest, RecoveryThatMovesABlockBackIsAMonotonicityViolation) {
   EXPECT_EQ(Has(vs, "monotonicity"), before != after);
 }
 
+// Zeros: an initial hole nobody wrote yet is version 0; zeros anywhere else are a lost block.
+std::vector<Decoded> WithZeros(std::vector<Decoded> f, const std::vector<uint64_t>& zero) {
+  const std::string zeros(kBlockSize, '\0');
+  for (uint64_t b : zero) f[b] = DecodeBlock(kTag, b, zeros);
+  return f;
+}
+
+TEST_F(OracleTest, AZeroBlockDecodesAsZeroNotTorn) {
+  const std::string zeros(kBlockSize, '\0');
+  Decoded d = DecodeBlock(kTag, 5, zeros);
+  EXPECT_EQ(d.kind, Decoded::Kind::kZero);
+  EXPECT_EQ(d.version, 0u);
+}
+
+TEST_F(OracleTest, ZerosAreVersionZeroOnlyWhereTheHarnessLeftAHole) {
+  std::vector<bool> holes(kBlocks, false);
+  holes[2] = holes[9] = true;
+  Model m(kSeed, kBlocks, std::vector<uint64_t>(kBlocks, 0), holes);
+  // Acknowledged up to 0 rounds: a hole still reading as zeros is fine ...
+  EpochEvents ev;
+  ev.first_round = 1;
+  ev.last_begun = 1;
+  std::vector<Decoded> f = WithZeros(File(m.StateAfter(1, 0)), {2, 9});
+  EXPECT_TRUE(Check(m, Policy::kAtomic, ev, 2, f, {}).empty());
+  EXPECT_TRUE(Check(m, Policy::kRelaxed, ev, 2, f, {}).empty());
+  // ... zeros in a block that was never a hole are a violation in both policies.
+  f = WithZeros(File(m.StateAfter(1, 0)), {3});
+  EXPECT_TRUE(Has(Check(m, Policy::kAtomic, ev, 2, f, {}), "atomicity"));
+  EXPECT_TRUE(Has(Check(m, Policy::kRelaxed, ev, 2, f, {}), "atomicity"));
+}
+
+TEST_F(OracleTest, AHoleThatWasWrittenAndAcknowledgedMustNotReadAsZerosAgain) {
+  std::vector<bool> holes(kBlocks, true);
+  Model m(kSeed, kBlocks, std::vector<uint64_t>(kBlocks, 0), holes);
+  const uint64_t b = RoundBlocks(kSeed, 1, kBlocks)[0];
+  EpochEvents ev;
+  ev.first_round = 1;
+  ev.last_acked = 1;
+  ev.last_begun = 1;
+  std::vector<Decoded> f = WithZeros(File(m.StateAfter(1, 1)), {b});
+  EXPECT_TRUE(Has(Check(m, Policy::kAtomic, ev, 2, f, {}), "durability"));
+  EXPECT_TRUE(Has(Check(m, Policy::kRelaxed, ev, 2, f, {}), "durability"));
+  // And recovery must not turn a block the crash left at version 1 back into a hole.
+  EpochEvents unacked;
+  unacked.first_round = 1;
+  unacked.last_begun = 1;
+  std::vector<Decoded> before = File(m.StateAfter(1, 1));
+  f = WithZeros(File(m.StateAfter(1, 1)), {b});
+  EXPECT_TRUE(Has(Check(m, Policy::kRelaxed, unacked, 2, f, before), "monotonicity"));
+}
+
+TEST_F(OracleTest, AFailedRoundKnownCommittedIsAsDurableAsAnAcknowledgedOne) {
+  // Round 3's umsync failed with ENOSPC from the data disk: committed, so the file may not
+  // stay at the state after round 2.
+  EpochEvents ev = Acked(2, 4);
+  EXPECT_TRUE(CheckAtomic(ev, model_.StateAfter(1, 2)).empty());
+  ev.committed = 3;
+  EXPECT_TRUE(Has(CheckAtomic(ev, model_.StateAfter(1, 2)), "durability"));
+  EXPECT_TRUE(CheckAtomic(ev, model_.StateAfter(1, 3)).empty());
+  EXPECT_TRUE(CheckAtomic(ev, model_.StateAfter(1, 4)).empty());
+}
+
 }  // namespace
 }  // namespace chaos
