@@ -114,7 +114,8 @@ struct IterationRecord {
   std::string skip_reason;
   int epochs_run = 0;
   // Which kind of fault of the class this iteration draws (DrawVariant): timeout on GlusterFS
-  // "stop-brick", "abort-fuse" or "delay"; enospc "journal-full" or "data-full"; reboot on
+  // "stop-brick", "abort-fuse" or "delay"; enospc "data-full", "journal-full",
+  // "journal-injected" or "journal-sticky"; reboot on
   // GlusterFS "brick-power-cut". Empty: the class has one kind.
   std::string variant;
   std::vector<bool> holes;  // blocks left as holes in the initial file (empty: none)
@@ -1571,10 +1572,15 @@ int main(int argc, char** argv) {
       "           stop-brick (SIGSTOP 1-5 s), abort-fuse (ENOTCONN for good; the mount is\n"
       "           brought back before recovery), delay-gen spike (WRITE,FSYNC,READ +20-300 ms\n"
       "           at 20-100 % for 1-3 s); liveness after each\n"
-      "  enospc   journal-full (journal tmpfs filled) or data-full (data tmpfs, or the GlusterFS\n"
-      "           brick, filled; the initial file has holes, the only blocks that need space)\n"
-      "  eio      injected EIO / lost fdatasync in the file backend (FaultEnv)\n"
-      "  torn     torn writes (FaultEnv) or one bit of a committed journal payload flipped\n"
+      "  enospc   data-full (data tmpfs, or the GlusterFS brick, filled; the initial file has\n"
+      "           holes, the only blocks that need space), journal-full (journal tmpfs\n"
+      "           filled), journal-injected / journal-sticky (FaultFs NoSpace, transient or\n"
+      "           sticky, until the worker heals it)\n"
+      "  eio      the data file (FaultEnv: EIO, lost fdatasync, EINTR reads), the journal\n"
+      "           (FaultFs: IOError on appends, syncs, file creations) or both; death after a\n"
+      "           drawn round, with an in-process power cut of the data, the journal or both\n"
+      "  torn     as eio with torn data-file writes and garbled journal power cuts, or one bit\n"
+      "           of a committed journal payload flipped\n"
       "Exit: 0 no violation, 1 violations, 2 usage, 77 a requested class could not run (skip).");
   app.add_option("--dfs", c.dfs, "local or gluster")->check(CLI::IsMember({"local", "gluster"}));
   app.add_option("--report", c.report_dir, "write chaos-junit.xml and chaos-summary.md here");
