@@ -93,6 +93,19 @@ struct ClassStats {
   uint64_t skipped = 0;
   std::string skip_reason;
   uint64_t max_rss_growth_kib = 0, max_rss_kib = 0;
+  std::map<int, uint64_t> crash_signals;  // signal -> crashes
+  // "3 (SIGBUS 2, SIGABRT 1)"
+  std::string CrashText() const {
+    std::string out = absl::StrCat(crashes);
+    if (crash_signals.empty()) return out;
+    std::vector<std::string> parts;
+    for (const auto& [sig, n] : crash_signals) {
+      parts.push_back(absl::StrCat(sigabbrev_np(sig) ? "SIG" : "signal ",
+                                   sigabbrev_np(sig) ? sigabbrev_np(sig) : absl::StrCat(sig).c_str(),
+                                   " ", n));
+    }
+    return absl::StrCat(out, " (", absl::StrJoin(parts, ", "), ")");
+  }
 };
 
 struct ViolationRecord {
@@ -797,6 +810,7 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
   }
   if (!ex.exited && ex.signal != SIGKILL) {
     st.crashes++;  // SIGABRT (RocksDB 7.8.3 assertion), SIGBUS (read error): one more crash
+    st.crash_signals[ex.signal]++;
     absl::StrAppend(&rec->what, "; worker died of ", strsignal(ex.signal));
   }
   if (ex.exited && ex.code == 4 && faulty_dfs) {
@@ -1394,7 +1408,7 @@ void Harness::WriteReports(double seconds) {
                                 "|---|---|---|---|---|---|---|---|\n");
   for (const auto& [cls, st] : stats_) {
     absl::StrAppend(&md, "| ", cls, " | ", st.iterations, " | ", st.fired, " | ", st.recoveries,
-                    " | ", st.crashes, " | ", st.violations, " | ",
+                    " | ", st.CrashText(), " | ", st.violations, " | ",
                     absl::StrFormat("%.1f / %.1f", st.max_rss_growth_kib / 1024.0, st.max_rss_kib / 1024.0), " | ",
                     st.skipped ? absl::StrCat(st.skipped, " (", st.skip_reason, ")") : "0", " |\n");
   }
@@ -1504,6 +1518,11 @@ int Harness::Run() {
                 static_cast<unsigned long long>(st.skipped), st.skipped ? "  skipped: " : "",
                 st.skip_reason.c_str());
     any_skip |= st.skipped > 0;
+  }
+  for (const std::string& f : c_.faults) {
+    if (!stats_[f].crash_signals.empty()) {
+      std::printf("crashes of %s: %s\n", f.c_str(), stats_[f].CrashText().c_str());
+    }
   }
   std::printf("\n%-26s %8s %8s\n", "crash point", "armed", "fired");
   std::set<std::string> names;
