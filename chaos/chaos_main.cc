@@ -791,11 +791,10 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
   // Invariant 8, dirty memory stays bounded: the cache never exceeds its bound, and the
   // process does not grow with the backlog of failing umsyncs (docs/chaos.md, "Memory").
   const Worker::Memory& mem = wk.memory();
-  ClassStats& cst = stats_[cls];
   if (mem.samples >= 2) {
     const uint64_t growth = mem.max_rss_kib > mem.first_rss_kib ? mem.max_rss_kib - mem.first_rss_kib : 0;
-    cst.max_rss_growth_kib = std::max(cst.max_rss_growth_kib, growth);
-    cst.max_rss_kib = std::max(cst.max_rss_kib, mem.max_rss_kib);
+    st.max_rss_growth_kib = std::max(st.max_rss_growth_kib, growth);
+    st.max_rss_kib = std::max(st.max_rss_kib, mem.max_rss_kib);
     if (growth > kRssGrowthBoundKib) {
       Violate(rec, "memory", absl::StrCat("the worker grew by ", growth >> 10, " MiB (", mem.first_rss_kib >> 10,
                                           " MiB after round ", mem.first_round, ", ",

@@ -150,9 +150,11 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
       auto n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(staging, valid));
       // Interrupted (a backend that does not retry EINTR itself): retried, as the I/O
       // channels do, a bounded number of times.
-      for (int i = 0; i < 100 && !n.ok() && (ErrnoFromStatus(n.status()) == EINTR ||
-                                              ErrnoFromStatus(n.status()) == EAGAIN);
-           ++i) {
+      auto interrupted = [&] {
+        const int err = n.ok() ? 0 : ErrnoFromStatus(n.status());
+        return err == EINTR || err == EAGAIN;
+      };
+      for (int i = 0; i < 100 && interrupted(); ++i) {
         n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(staging, valid));
       }
       if (!n.ok()) {

@@ -398,13 +398,7 @@ void IoManager::Finish(const Run& run, char* buf, int64_t res) {
     WakeChannels();
     return;
   }
-  if (res == -EAGAIN || res == -EINTR) {
-    counters_.interrupted.fetch_add(1, std::memory_order_relaxed);
-    Run again = run;
-    sched_.Requeue(again, Now() + 1000);
-    WakeChannels();
-    return;
-  }
+  if (res < 0 && RequeueIfInterrupted(run, static_cast<int>(-res))) return;
   const uint64_t off = c->ByteOffset(run.first);
   if (res < 0) {
     Fail(run, PosixError(static_cast<int>(-res),
@@ -420,14 +414,7 @@ void IoManager::Finish(const Run& run, char* buf, int64_t res) {
     counters_.sync_reads.fetch_add(1, std::memory_order_relaxed);
     auto n = c->read_file()->ReadAt(off + got, absl::MakeSpan(buf + got, valid - got));
     if (!n.ok()) {
-      const int err = ErrnoFromStatus(n.status());
-      if (err == EINTR || err == EAGAIN) {
-        counters_.interrupted.fetch_add(1, std::memory_order_relaxed);
-        sched_.Requeue(run, Now() + 1000);
-        WakeChannels();
-        return;
-      }
-      Fail(run, n.status());
+      if (!RequeueIfInterrupted(run, ErrnoFromStatus(n.status()))) Fail(run, n.status());
       return;
     }
     got += *n;
@@ -440,6 +427,16 @@ void IoManager::Finish(const Run& run, char* buf, int64_t res) {
       .fetch_add(1, std::memory_order_relaxed);
   c->Complete(run, buf, absl::OkStatus());
   qs->outstanding.fetch_sub(run.count, std::memory_order_release);
+}
+
+bool IoManager::RequeueIfInterrupted(const Run& run, int err) {
+  if (err != EINTR && err != EAGAIN) return false;
+  // From a ring, or from a File::ReadAt that did not retry it itself (a DFS client wrapper):
+  // an interrupted read is read again shortly, never a SIGBUS.
+  counters_.interrupted.fetch_add(1, std::memory_order_relaxed);
+  sched_.Requeue(run, Now() + 1000);
+  WakeChannels();
+  return true;
 }
 
 void IoManager::Fail(const Run& run, const absl::Status& st) {
@@ -504,13 +501,7 @@ void IoManager::SyncLoop(unsigned index) {
       int err = ErrnoFromStatus(n.status());
       if (err == EINVAL && c->FallBackToBuffered()) {
         sched_.Requeue(r, 0);
-      } else if (err == EINTR || err == EAGAIN) {
-        // As Finish does for a ring's -EINTR: an interrupted read is retried, not failed.
-        // File::ReadAt should have retried it already; a backend that does not (a DFS
-        // client wrapper) must not make the application's read a SIGBUS.
-        counters_.interrupted.fetch_add(1, std::memory_order_relaxed);
-        sched_.Requeue(r, Now() + 1000);
-      } else {
+      } else if (!RequeueIfInterrupted(r, err)) {
         Fail(r, n.status());
       }
     } else {

@@ -150,6 +150,9 @@ class IoManager {
   // Completes, retries or fails a finished attempt: `res` bytes read or -errno.
   void Finish(const Run& run, char* buf, int64_t res);
   void Fail(const Run& run, const absl::Status& st);
+  // EINTR/EAGAIN: requeues the run after 1 ms (not counted against the retry budget) and
+  // returns true; any other errno: false.
+  bool RequeueIfInterrupted(const Run& run, int err);
   void RetryOrFail(const Run& run, const char* what, uint64_t age_us);
   QueueState* StateOf(IoQueue* q) const;
   void WakeChannels(const UringChannel* except = nullptr);

@@ -21,7 +21,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -32,6 +31,7 @@
 #include "rocksdb/file_system.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/signal_probe.h"
+#include "tests/runtime/test_file.h"
 #include "tests/testing/temp_dir.h"
 
 namespace umap::runtime {
@@ -44,16 +44,8 @@ using faultinject::FsOp;
 constexpr size_t kBs = 4096;
 constexpr uint64_t kBlocks = 32;
 
-bool All(const std::string& s, char c) {
-  return !s.empty() && s.find_first_not_of(c) == std::string::npos;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using umaptest::AllBytesAre;
+using umaptest::ReadString;
 
 class RegressStagedRead : public ::testing::Test {
  protected:
@@ -96,7 +88,7 @@ class RegressStagedRead : public ::testing::Test {
     ASSERT_GE(rt_->Stats().dirty_evictions, 1u);
   }
 
-  umap::testing::TempDir dir_;
+  umaptest::TempDir dir_;
   const std::string data_ = dir_.File("data.bin"), jdir_ = dir_.File("journal");
   std::shared_ptr<faultinject::FaultFs> fs_ =
       std::make_shared<faultinject::FaultFs>(rocksdb::FileSystem::Default());
@@ -113,11 +105,11 @@ TEST_F(RegressStagedRead, ReadOfAStagedBlockNeedsNoReopenOfThePoisonedJournal) {
   // The journal is poisoned; a reopen now would fail.
   ASSERT_TRUE(fs_->FailNext(FsOp::kNewWritableFile, 1, FsFault::IOError()).ok());
   ASSERT_EQ(::umaptest::ProbeRead(p_), 0) << "SIGBUS reading a staged block";
-  EXPECT_TRUE(All(std::string(p_, kBs), 'A'));
+  EXPECT_TRUE(AllBytesAre(std::string(p_, kBs), 'A'));
   fs_->ClearAll();
   absl::Status s = rt_->Sync(p_, kBlocks * kBs);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_TRUE(All(ReadFile(data_).substr(0, kBs), 'A'));
+  EXPECT_TRUE(AllBytesAre(ReadString(data_).substr(0, kBs), 'A'));
 }
 
 TEST_F(RegressStagedRead, ReadOfAStagedBlockAfterAReopenFailed) {
@@ -128,10 +120,10 @@ TEST_F(RegressStagedRead, ReadOfAStagedBlockAfterAReopenFailed) {
   ASSERT_TRUE(fs_->FailNext(FsOp::kNewWritableFile, 1, FsFault::IOError()).ok());
   EXPECT_FALSE(rt_->Sync(p_, kBlocks * kBs).ok()) << "its reopen failed";
   ASSERT_EQ(::umaptest::ProbeRead(p_), 0) << "SIGBUS reading a staged block";
-  EXPECT_TRUE(All(std::string(p_, kBs), 'A'));
+  EXPECT_TRUE(AllBytesAre(std::string(p_, kBs), 'A'));
   absl::Status s = rt_->Sync(p_, kBlocks * kBs);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_TRUE(All(ReadFile(data_).substr(0, kBs), 'A'));
+  EXPECT_TRUE(AllBytesAre(ReadString(data_).substr(0, kBs), 'A'));
 }
 
 // Found by umap-chaos (class enospc, seed 77, iteration 20): on a full journal disk every
@@ -150,12 +142,12 @@ TEST_F(RegressStagedRead, ReadOfAStagedBlockOnAFullJournalDisk) {
   ASSERT_FALSE(failed.ok()) << "its reopen needs space";
   EXPECT_EQ(ErrnoFromStatus(failed), ENOSPC) << failed;
   ASSERT_EQ(::umaptest::ProbeRead(p_), 0) << "SIGBUS reading a staged block on a full disk";
-  EXPECT_TRUE(All(std::string(p_, kBs), 'A'));
+  EXPECT_TRUE(AllBytesAre(std::string(p_, kBs), 'A'));
   EXPECT_FALSE(rt_->Sync(p_, kBlocks * kBs).ok()) << "the disk is still full";
   fs_->ClearAll();  // space is back
   absl::Status s = rt_->Sync(p_, kBlocks * kBs);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_TRUE(All(ReadFile(data_).substr(0, kBs), 'A'));
+  EXPECT_TRUE(AllBytesAre(ReadString(data_).substr(0, kBs), 'A'));
 }
 
 }  // namespace

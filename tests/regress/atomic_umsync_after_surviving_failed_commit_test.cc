@@ -20,7 +20,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -29,6 +28,7 @@
 #include "journal/journal.h"
 #include "rocksdb/file_system.h"
 #include "runtime/runtime.h"
+#include "tests/runtime/test_file.h"
 #include "tests/testing/temp_dir.h"
 
 namespace umap::runtime {
@@ -37,20 +37,11 @@ namespace {
 constexpr size_t kBs = 4096;
 constexpr uint64_t kBlocks = 32;
 
-// True when every byte of `s` is `c` (short failure messages instead of 4 KiB dumps).
-bool All(const std::string& s, char c) {
-  return !s.empty() && s.find_first_not_of(c) == std::string::npos;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using umaptest::AllBytesAre;
+using umaptest::ReadString;
 
 TEST(RegressAtomicUmsync, SucceedsOnlyWithTheBlocksOfASurvivingFailedCommitInTheFile) {
-  umap::testing::TempDir dir;
+  umaptest::TempDir dir;
   const std::string data = dir.File("data.bin"), jdir = dir.File("journal");
   {
     std::ofstream f(data, std::ios::binary);
@@ -91,15 +82,15 @@ TEST(RegressAtomicUmsync, SucceedsOnlyWithTheBlocksOfASurvivingFailedCommitInThe
 
     absl::Status s = (*rt)->Sync(p, kBlocks * kBs);
     ASSERT_TRUE(s.ok()) << s;
-    EXPECT_TRUE(All(ReadFile(data).substr(0, kBs), 'A'))
+    EXPECT_TRUE(AllBytesAre(ReadString(data).substr(0, kBs), 'A'))
         << "umsync returned 0 but the block is not in the file";
-    EXPECT_TRUE(All(std::string(p, kBs), 'A')) << "the mapping reads old bytes";
-    EXPECT_TRUE(All(ReadFile(data).substr(kBs), 'o'));
+    EXPECT_TRUE(AllBytesAre(std::string(p, kBs), 'A')) << "the mapping reads old bytes";
+    EXPECT_TRUE(AllBytesAre(ReadString(data).substr(kBs), 'o'));
     ASSERT_TRUE((*rt)->Unmap(p, kBlocks * kBs).ok());
     rt->reset();
     ::close(fd);
   }
-  EXPECT_TRUE(All(ReadFile(data).substr(0, kBs), 'A')) << "lost after a clean uunmap";
+  EXPECT_TRUE(AllBytesAre(ReadString(data).substr(0, kBs), 'A')) << "lost after a clean uunmap";
 }
 
 }  // namespace

@@ -106,6 +106,17 @@ class FakeMapping : public IoFileClient {
   std::vector<absl::Status> statuses_ ABSL_GUARDED_BY(mu_);
 };
 
+// Options for `channels` channels of either engine (io_uring rings or posix threads).
+IoOptions ChannelOptions(Engine engine, unsigned channels, unsigned depth, uint32_t cache_blocks) {
+  IoOptions o;
+  o.engine = engine;
+  o.channels = channels;
+  o.uring_channels = channels;
+  o.depth = depth;
+  o.cache_blocks = cache_blocks;
+  return o;
+}
+
 struct Case {
   Engine engine;
   const char* pattern;
@@ -118,13 +129,8 @@ class IoManagerBytesTest : public ::testing::TestWithParam<Case> {};
 TEST_P(IoManagerBytesTest, MergedReadsDeliverExactlyTheRightBytes) {
   TempDir dir;
   constexpr uint64_t kBlocks = 2048;  // 8 MiB per file
-  IoOptions o;
-  o.engine = GetParam().engine;
-  o.channels = 2;
-  o.uring_channels = 2;
-  o.depth = 8;
+  IoOptions o = ChannelOptions(GetParam().engine, 2, 8, 2 * kBlocks);
   o.max_io_bytes = 64 * kBlock;
-  o.cache_blocks = 2 * kBlocks;
   auto m = IoManager::Create(o, Env::Default());
   ASSERT_TRUE(m.ok()) << m.status();
   std::vector<std::unique_ptr<FakeMapping>> files;
@@ -261,12 +267,7 @@ TEST_P(IoManagerTimeoutTest, StalledReadsAreRetriedThenFailWithEtimedout) {
   std::unique_ptr<FakeMapping> fm = OpenStalling(dir, env, /*every_read=*/true);
   ASSERT_NE(fm, nullptr);
   FakeMapping& f = *fm;
-  IoOptions o;
-  o.engine = GetParam();
-  o.channels = 1;
-  o.uring_channels = 1;
-  o.depth = 4;
-  o.cache_blocks = 16;
+  IoOptions o = ChannelOptions(GetParam(), 1, 4, 16);
   o.timeout_us = 50'000;
   o.retries = 2;
   auto m = IoManager::Create(o, Env::Default());
@@ -295,12 +296,8 @@ TEST_P(IoManagerTimeoutTest, ARetryAfterOneStallDeliversTheBytes) {
   std::unique_ptr<FakeMapping> fm = OpenStalling(dir, env, /*every_read=*/false);
   ASSERT_NE(fm, nullptr);
   FakeMapping& f = *fm;
-  IoOptions o;
-  o.engine = GetParam();
-  o.channels = 2;  // the stalled helper keeps its thread; another one retries
-  o.uring_channels = 2;
-  o.depth = 2;
-  o.cache_blocks = 16;
+  // Two channels: the stalled helper keeps its thread; another one retries.
+  IoOptions o = ChannelOptions(GetParam(), 2, 2, 16);
   o.timeout_us = 50'000;
   o.retries = 2;
   auto m = IoManager::Create(o, Env::Default());
@@ -329,13 +326,7 @@ TEST_P(IoManagerTimeoutTest, InterruptedReadsAreRetriedNotFailed) {
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_TRUE(env.FailOneIn(faultinject::Op::kRead, 2, 7, faultinject::Fault::ShortRead(EINTR)).ok());
   FakeMapping f(*std::move(file), 64, 64 * kBlock);
-  IoOptions o;
-  o.engine = GetParam();
-  o.channels = 2;
-  o.uring_channels = 2;
-  o.depth = 4;
-  o.cache_blocks = 64;
-  auto m = IoManager::Create(o, Env::Default());
+  auto m = IoManager::Create(ChannelOptions(GetParam(), 2, 4, 64), Env::Default());
   ASSERT_TRUE(m.ok()) << m.status();
   f.Attach(m->get());
   for (uint64_t b = 0; b < 64; b += 2) f.Fill(m->get(), b, static_cast<uint32_t>(b));

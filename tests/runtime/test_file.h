@@ -53,6 +53,17 @@ inline std::vector<char> ReadAll(const std::string& path) {
   return out;
 }
 
+inline std::string ReadString(const std::string& path) {
+  std::vector<char> v = ReadAll(path);
+  return std::string(v.begin(), v.end());
+}
+
+// True when `s` is not empty and every byte of it is `c` (short failure messages instead of
+// 4 KiB dumps).
+inline bool AllBytesAre(const std::string& s, char c) {
+  return !s.empty() && s.find_first_not_of(c) == std::string::npos;
+}
+
 }  // namespace umaptest
 
 #endif  // UMAP_TESTS_RUNTIME_TEST_FILE_H_
