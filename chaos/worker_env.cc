@@ -31,29 +31,27 @@ std::shared_ptr<FaultFs> g_fs;
 std::string g_file_name;
 RuntimeSpec g_spec;
 
-// The journal's fault rules (RocksDB calls them from its own threads as well).
+// The journal's fault rules (RocksDB calls them from its own threads as well): 1 in n WAL
+// appends and syncs, and file creations (a reopen's WAL, flush and compaction tables), fail
+// with IOError (eio) or NoSpace (enospc, sticky on request).
 absl::Status ArmJournal(const RuntimeSpec& spec) {
   if (spec.journal_fault == "none") return absl::OkStatus();
+  if (spec.journal_fault != "eio" && spec.journal_fault != "enospc") {
+    return absl::InvalidArgumentError("unknown journal fault '" + spec.journal_fault + "'");
+  }
   const uint32_t n = static_cast<uint32_t>(spec.journal_one_in);
   const uint64_t seed = spec.fault_seed ^ 0x6a6f75726e616cull;  // "journal"
-  if (spec.journal_fault == "eio") {
-    // The WAL write and sync of a commit, and the flushes and compactions behind it.
-    for (FsOp op : {FsOp::kAppend, FsOp::kSync}) {
-      absl::Status s = g_fs->FailOneIn(op, n, seed + static_cast<int>(op), FsFault::IOError());
-      if (!s.ok()) return s;
-    }
-    return g_fs->FailOneIn(FsOp::kNewWritableFile, n, seed + 7, FsFault::IOError());
+  const bool eio = spec.journal_fault == "eio";
+  for (FsOp op : {FsOp::kAppend, FsOp::kSync, FsOp::kNewWritableFile}) {
+    FsFault f = eio ? FsFault::IOError() : FsFault::NoSpace();
+    if (spec.journal_sticky) f = std::move(f).Sticky();
+    // Per-op generators (eio's file creations keep the offset the measured runs used).
+    const uint64_t op_seed =
+        seed + (eio && op == FsOp::kNewWritableFile ? 7 : static_cast<int>(op));
+    absl::Status s = g_fs->FailOneIn(op, n, op_seed, std::move(f));
+    if (!s.ok()) return s;
   }
-  if (spec.journal_fault == "enospc") {
-    for (FsOp op : {FsOp::kAppend, FsOp::kSync, FsOp::kNewWritableFile}) {
-      FsFault f = FsFault::NoSpace();
-      if (spec.journal_sticky) f = std::move(f).Sticky();
-      absl::Status s = g_fs->FailOneIn(op, n, seed + static_cast<int>(op), std::move(f));
-      if (!s.ok()) return s;
-    }
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError("unknown journal fault '" + spec.journal_fault + "'");
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -226,11 +226,9 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
 
   rocksdb::DB* db = nullptr;
-  rocksdb::Status s =
-      options.read_only
-          ? rocksdb::DB::OpenForReadOnly(DbOptions(rocks_env.get(), listener, statistics), dir,
-                                         &db)
-          : rocksdb::DB::Open(DbOptions(rocks_env.get(), listener, statistics), dir, &db);
+  const rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
+                                        : rocksdb::DB::Open(db_options, dir, &db);
   if (!s.ok()) {
     // Safe to probe: no Journal of ours holds the directory (reserved above).
     if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) {
@@ -239,7 +237,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
                            dir, "/LOCK); stop that process or wait for it to exit")),
                        EBUSY);
     }
-    return FromRocksDb(s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
+    return FromRocksDb(
+        s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }
   std::unique_ptr<Journal> journal(new Journal(dir, dir_id, options.staged_quota_bytes,
                                                std::move(rocks_env), std::move(listener),
