@@ -367,13 +367,29 @@ absl::Status Runtime::RecoverPendingFor(JournalHandle* handle, File* file) {
   auto report = handle->Run([&](journal::Journal& j) { return recovery::Recover(j, o); });
   if (!report.ok()) return report.status();
   const recovery::ExitCode code = recovery::ExitCodeOf(*report);
-  if (code == recovery::ExitCode::kRefused || code == recovery::ExitCode::kIoError) {
-    return PosixError(EIO, absl::StrCat("umap: ", file->name(),
-                                        " has committed journal records in ", handle->dir(),
-                                        " that could not be replayed; run umap-recover --journal ",
-                                        handle->dir()));
+  if (code != recovery::ExitCode::kRefused && code != recovery::ExitCode::kIoError) {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  // The first cause, so that the caller sees its errno: ENOSPC of a full journal or data
+  // disk is worth waiting out (the records stay and the next map replays them); a refusal
+  // (identity, size) or an I/O error is EIO.
+  absl::Status cause = report->journal_status;
+  for (const recovery::MappingReport& m : report->mappings) {
+    if (!m.status.ok() && (m.state == recovery::MappingState::kIoError ||
+                           m.state == recovery::MappingState::kRefused)) {
+      cause = m.status;
+      break;
+    }
+  }
+  const int err = code == recovery::ExitCode::kIoError && ErrnoFromStatus(cause) == ENOSPC
+                      ? ENOSPC
+                      : EIO;
+  return PosixError(err, absl::StrCat("umap: ", file->name(),
+                                      " has committed journal records in ", handle->dir(),
+                                      " that could not be replayed (",
+                                      cause.ok() ? "see the log" : cause.message(),
+                                      "); they are kept: map again, or run umap-recover "
+                                      "--journal ", handle->dir()));
 }
 
 absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {

@@ -37,7 +37,11 @@ umap_runtime* umap_runtime_create(const umap_config* config);
 int umap_runtime_destroy(umap_runtime* runtime);
 
 /* mmap()-like. umap() uses the process's default runtime, created on first use from
- * umap_config_init(); umap_ex() uses the given one. */
+ * umap_config_init(); umap_ex() uses the given one. A writable mapping of a file for which
+ * the journal still holds committed, unapplied transactions (an earlier run crashed)
+ * replays them first; when that fails it returns MAP_FAILED and keeps them: errno ENOSPC
+ * when the journal's or the file's disk is full (map again once there is space), EIO
+ * otherwise (run umap-recover, which says why). The journal's own open fails the same way. */
 void* umap(void* addr, size_t length, int prot, int flags, int fd, off_t offset);
 void* umap_ex(umap_runtime* runtime, void* addr, size_t length, int prot, int flags, int fd,
               off_t offset);
