@@ -160,8 +160,13 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
   rocksdb::IOStatus DoSync(FsOp op, const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) {
     absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
-    rocksdb::IOStatus s = BeforeWrite(op, FsOpName(op));
-    if (!s.ok()) return s;
+    if (fs_->IsFrozen()) return fs_->Refuse(absl::StrCat(FsOpName(op), " ", path_));
+    bool loses_data = false;
+    rocksdb::IOStatus s = fs_->Inject(op, path_, &loses_data);
+    if (!s.ok()) {
+      if (loses_data) fs_->OnSyncLostData(path_);
+      return s;
+    }
     // Only what was appended before the sync started is known to be covered by it.
     const uint64_t covered = fs_->SizeOf(path_);
     s = op == FsOp::kSync ? target()->Sync(options, dbg) : target()->Fsync(options, dbg);
@@ -244,7 +249,7 @@ void FaultFs::ClearAll() {
   for (auto& r : rules_) r.reset();
 }
 
-rocksdb::IOStatus FaultFs::Inject(FsOp op, const std::string& path) {
+rocksdb::IOStatus FaultFs::Inject(FsOp op, const std::string& path, bool* loses_data) {
   FsFault fault;
   {
     absl::MutexLock l(&mu_);
@@ -270,6 +275,7 @@ rocksdb::IOStatus FaultFs::Inject(FsOp op, const std::string& path) {
     }
   }
   fired_[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed);
+  if (loses_data != nullptr) *loses_data = fault.loses_data;
   std::string msg = absl::StrCat("injected ", FsOpName(op), " failure: ", path);
   rocksdb::IOStatus s = fault.error == FsFault::Error::kNoSpace ? rocksdb::IOStatus::NoSpace(msg)
                                                                 : rocksdb::IOStatus::IOError(msg);
@@ -294,6 +300,7 @@ void FaultFs::OnTruncated(const std::string& path, uint64_t size) {
   if (it == files_.end()) return;
   it->second.size = size;
   it->second.synced_size = std::min(it->second.synced_size, size);
+  for (auto& [begin, end] : it->second.lost) end = std::min(end, size);
 }
 
 uint64_t FaultFs::SizeOf(const std::string& path) {
@@ -307,6 +314,17 @@ void FaultFs::OnSynced(const std::string& path, uint64_t size) {
   auto it = files_.find(path);
   if (it == files_.end()) return;
   it->second.synced_size = std::max(it->second.synced_size, std::min(size, it->second.size));
+}
+
+void FaultFs::OnSyncLostData(const std::string& path) {
+  absl::MutexLock l(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end() || it->second.size <= it->second.synced_size) return;
+  FileState& st = it->second;
+  st.lost.emplace_back(st.synced_size, st.size);
+  bytes_lost_by_syncs_ += st.size - st.synced_size;
+  // The pages are clean now: the next sync covers only what is appended after this one.
+  st.synced_size = st.size;
 }
 
 void FaultFs::OnCreated(const std::string& path, std::optional<std::string> previous) {
@@ -496,6 +514,24 @@ void FaultFs::Restart() {
   frozen_.store(false);
 }
 
+absl::Status FaultFs::ZeroLost(const std::string& path, const FileState& st, uint64_t keep,
+                              uint64_t* zeroed) {
+  const rocksdb::IOOptions io;
+  if (st.lost.empty() || !target()->FileExists(path, io, nullptr).ok()) return absl::OkStatus();
+  for (const auto& [begin, lost_end] : st.lost) {
+    const uint64_t end = std::min(lost_end, keep);
+    if (begin >= end) continue;
+    // What a disk shows for blocks that were allocated but never written.
+    std::unique_ptr<rocksdb::FSRandomRWFile> rw;
+    rocksdb::IOStatus s = target()->NewRandomRWFile(path, rocksdb::FileOptions(), &rw, nullptr);
+    if (s.ok()) s = rw->Write(begin, std::string(end - begin, '\0'), io, nullptr);
+    if (s.ok()) s = rw->Close(io, nullptr);
+    if (!s.ok()) return ToAbsl(s, "zero lost bytes of " + path);
+    *zeroed += end - begin;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FaultFs::DropUnsyncedData(const FsDropOptions& options) {
   if (!IsFrozen()) {
     return absl::FailedPreconditionError("DropUnsyncedData needs SimulatePowerCut first");
@@ -514,9 +550,12 @@ absl::Status FaultFs::DropUnsyncedData(const FsDropOptions& options) {
     if (!s.ok() && first_error.ok()) first_error = s;
   };
   uint64_t rng = options.seed;
-  uint64_t truncated = 0, dropped = 0, deleted = 0, restored = 0;
+  uint64_t truncated = 0, dropped = 0, deleted = 0, restored = 0, zeroed = 0;
   for (const auto& [path, st] : files) {  // path order: reproducible draws
-    if (st.size <= st.synced_size) continue;
+    if (st.size <= st.synced_size) {
+      note(ZeroLost(path, st, st.size, &zeroed));
+      continue;
+    }
     uint64_t keep = st.synced_size;
     if (options.tear) {
       // A cut among: the synced size, each sector boundary inside the tail, the full size.
@@ -551,6 +590,7 @@ absl::Status FaultFs::DropUnsyncedData(const FsDropOptions& options) {
       if (s.ok()) s = rw->Close(io, nullptr);
       note(ToAbsl(s, "garble " + path));
     }
+    note(ZeroLost(path, st, keep, &zeroed));
   }
   if (options.delete_unsynced_files) {
     for (const auto& [dir, names] : entries) {
@@ -573,6 +613,7 @@ absl::Status FaultFs::DropUnsyncedData(const FsDropOptions& options) {
   bytes_dropped_ += dropped;
   files_deleted_ += deleted;
   files_restored_ += restored;
+  bytes_zeroed_ += zeroed;
   return first_error;
 }
 
@@ -605,6 +646,8 @@ FsCounters FaultFs::counters() const {
   c.bytes_dropped = bytes_dropped_;
   c.files_deleted = files_deleted_;
   c.files_restored = files_restored_;
+  c.bytes_lost_by_syncs = bytes_lost_by_syncs_;
+  c.bytes_zeroed = bytes_zeroed_;
   return c;
 }
 

@@ -21,18 +21,21 @@
 //     directory call fails with IOError (files already open for reading are not wrapped
 //     and keep reading). DropUnsyncedData() then truncates every file to its last synced
 //     size (or tears it at a random sector boundary of the unsynced tail, optionally with
-//     one garbled sector), and deletes the files created since their directory's last
-//     fsync (a file renamed over an existing one gets the old content back). Restart()
-//     thaws it, as after a reboot.
+//     one garbled sector), zeroes the ranges a LosesData sync failed to write, and
+//     deletes the files created since their directory's last fsync (a file renamed over
+//     an existing one gets the old content back). Restart() thaws it, as after a reboot;
+//   - a failed Sync/Fsync leaves the tail unsynced (a later successful Sync makes it
+//     durable), unless its fault has LosesData: then that tail is lost to a power cut
+//     even if later syncs succeed (the lost-page fsync semantics of FaultEnv, as Linux
+//     behaves after a writeback error).
 //
 // RocksDB's Status cannot carry a payload, so injected errors are recognised by the
 // counters (fired(), counters()), not by their text. Injected errors have no retryable or
 // data-loss flags unless FsFault says so.
 //
 // Not modelled: unsynced deletes coming back, ReuseWritableFile (WAL recycling; forwarded
-// untracked), random-access read/write files (forwarded untracked), and the lost-page
-// fsync semantics of FaultEnv (a failed Sync here leaves the tail unsynced, so a later
-// successful Sync makes it durable).
+// untracked), random-access read/write files (forwarded untracked), and reads of lost
+// bytes (they stay readable until the power cut, as from a page cache that kept them).
 //
 // Thread safety: all methods may be called concurrently (RocksDB calls from its
 // background threads). The base FileSystem must outlive this one. Tests only.
@@ -47,6 +50,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -101,11 +106,19 @@ struct FsFault {
     file_class = c;
     return std::move(*this);
   }
+  // kSync / kFsync: the failed sync "marked the pages clean" (Linux after a writeback
+  // error): the bytes it should have made durable stay readable until a power cut, but no
+  // later sync writes them; DropUnsyncedData zeroes them even under later synced bytes.
+  FsFault LosesData() && {
+    loses_data = true;
+    return std::move(*this);
+  }
 
   Error error = Error::kIOError;
   FileClass file_class = FileClass::kAny;  // calls on other files neither fail nor count
   bool sticky = false;     // once fired, fail every later matching call until Clear
   bool retryable = false;  // IOStatus::SetRetryable(true)
+  bool loses_data = false;
 };
 
 // What DropUnsyncedData keeps of each file's unsynced tail.
@@ -133,6 +146,8 @@ struct FsCounters {
   uint64_t bytes_dropped = 0;     // unsynced bytes cut off (garbled bytes count as dropped)
   uint64_t files_deleted = 0;     // created since their directory's last fsync
   uint64_t files_restored = 0;    // renamed over, given their old content back
+  uint64_t bytes_lost_by_syncs = 0;  // marked lost by LosesData syncs
+  uint64_t bytes_zeroed = 0;      // of those, zeroed by DropUnsyncedData
 };
 
 class FaultFs : public rocksdb::FileSystemWrapper {
@@ -214,10 +229,14 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   struct FileState {
     uint64_t size = 0;         // bytes appended (or the size when reopened)
     uint64_t synced_size = 0;  // size at the last successful Sync/Fsync
+    // [begin, end) ranges a LosesData sync failed to write: never durable, whatever the
+    // later syncs say.
+    std::vector<std::pair<uint64_t, uint64_t>> lost;
   };
 
-  // OK, or the injected error for this call of `op` on `path`.
-  rocksdb::IOStatus Inject(FsOp op, const std::string& path);
+  // OK, or the injected error for this call of `op` on `path` (*loses_data: its fault
+  // has LosesData).
+  rocksdb::IOStatus Inject(FsOp op, const std::string& path, bool* loses_data = nullptr);
   rocksdb::IOStatus Refuse(absl::string_view what);  // frozen
   bool IsFrozen() const { return frozen_.load(); }
   absl::Status SetRule(FsOp op, Rule rule);
@@ -227,6 +246,10 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   void OnTruncated(const std::string& path, uint64_t size);
   uint64_t SizeOf(const std::string& path);
   void OnSynced(const std::string& path, uint64_t size);
+  void OnSyncLostData(const std::string& path);
+  // DropUnsyncedData: zeroes st's lost ranges below `keep` (the size the file keeps).
+  absl::Status ZeroLost(const std::string& path, const FileState& st, uint64_t keep,
+                        uint64_t* zeroed);
   void OnCreated(const std::string& path, std::optional<std::string> previous);
   void OnDirSynced(const std::string& dir);
 
@@ -248,6 +271,8 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   uint64_t bytes_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t files_deleted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t files_restored_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_lost_by_syncs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_zeroed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace umap::faultinject

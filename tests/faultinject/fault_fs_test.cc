@@ -234,6 +234,26 @@ TEST_F(FaultFsTest, IOErrorOnWalSyncFailsThePutWithIOError) {
   EXPECT_TRUE(b == "2" || b == "NOT_FOUND") << "an errored commit is indeterminate: " << b;
 }
 
+// A WAL sync that loses its pages (Linux after a writeback error): the record stays
+// readable, so a reopen before any power cut recovers it and flushes it to a synced table
+// (what the journal's reopen-after-error relies on); without that reopen a power cut
+// loses it, even though a later sync of the same WAL succeeded.
+TEST_F(FaultFsTest, WalSyncThatLosesDataIsRecoveredByAReopenBeforeThePowerCut) {
+  ASSERT_THAT(OpenDb(), RocksOk());
+  ASSERT_THAT(Put("a", "1", /*sync=*/true), RocksOk());
+  ASSERT_OK(fs_->FailNext(FsOp::kSync, 1, FsFault::IOError().LosesData().OnlyFor(FileClass::kWal)));
+  EXPECT_THAT(Put("b", "2", /*sync=*/true), RocksIs(kIOError, kNoSub));
+  EXPECT_GT(fs_->counters().bytes_lost_by_syncs, 0u);
+  EXPECT_EQ(fs_->UnsyncedBytes(WalPath()), 0u) << "the pages count as clean";
+  db_.reset();
+  ASSERT_THAT(OpenDb(), RocksOk());
+  EXPECT_EQ(Get("b"), "2") << "read back from the WAL's (page-cache) bytes";
+  CrashDb();
+  ASSERT_THAT(OpenDb(), RocksOk());
+  EXPECT_EQ(Get("a"), "1");
+  EXPECT_EQ(Get("b"), "2") << "the reopen flushed it to a synced table";
+}
+
 // ---- (c) a torn WAL tail recovers a prefix -------------------------------------------------
 
 TEST_F(FaultFsTest, TornWalTailRecoversAPrefixOfTheWrites) {
@@ -286,6 +306,43 @@ TEST_F(FaultFsTest, DropTruncatesEachFileToItsLastSyncedSize) {
   EXPECT_EQ(Read(path), std::string(100, 's'));
   EXPECT_EQ(fs_->counters().files_truncated, 1u);
   EXPECT_EQ(fs_->counters().bytes_dropped, 50u);
+}
+
+TEST_F(FaultFsTest, SyncThatLosesDataZeroesItsBytesEvenUnderLaterSyncedOnes) {
+  std::string path = dir_.File("000007.log");
+  auto f = Create(path);
+  ASSERT_THAT(SyncDir(dir_.path()), RocksOk());
+  ASSERT_THAT(Append(f.get(), std::string(100, 's')), RocksOk());
+  ASSERT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksOk());
+  ASSERT_THAT(Append(f.get(), std::string(50, 'l')), RocksOk());
+  ASSERT_OK(fs_->FailNext(FsOp::kSync, 1, FsFault::IOError().LosesData()));
+  EXPECT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksIs(kIOError, kNoSub));
+  EXPECT_EQ(fs_->UnsyncedBytes(path), 0u) << "the failed sync marked the pages clean";
+  EXPECT_EQ(Read(path), std::string(100, 's') + std::string(50, 'l')) << "still readable";
+  ASSERT_THAT(Append(f.get(), std::string(30, 'n')), RocksOk());
+  ASSERT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksOk()) << "a later sync succeeds";
+  f.reset();
+  Crash();
+  EXPECT_EQ(Read(path), std::string(100, 's') + std::string(50, '\0') + std::string(30, 'n'));
+  EXPECT_EQ(fs_->counters().bytes_lost_by_syncs, 50u);
+  EXPECT_EQ(fs_->counters().bytes_zeroed, 50u);
+}
+
+TEST_F(FaultFsTest, LostBytesCutOffByThePowerCutAreNotZeroedTwice) {
+  std::string path = dir_.File("000009.log");
+  auto f = Create(path);
+  ASSERT_THAT(SyncDir(dir_.path()), RocksOk());
+  ASSERT_THAT(Append(f.get(), std::string(10, 's')), RocksOk());
+  ASSERT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksOk());
+  ASSERT_THAT(Append(f.get(), std::string(20, 'l')), RocksOk());
+  ASSERT_OK(fs_->FailNext(FsOp::kSync, 1, FsFault::IOError().LosesData()));
+  EXPECT_FALSE(f->Sync(rocksdb::IOOptions(), nullptr).ok());
+  ASSERT_THAT(Append(f.get(), std::string(5, 'u')), RocksOk());  // never synced
+  f.reset();
+  Crash();
+  EXPECT_EQ(Read(path), std::string(10, 's') + std::string(20, '\0'))
+      << "the unsynced tail is cut, the lost range below it zeroed";
+  EXPECT_EQ(fs_->counters().bytes_dropped, 5u);
 }
 
 TEST_F(FaultFsTest, FsyncCountsAsASyncToo) {
