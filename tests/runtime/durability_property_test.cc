@@ -403,6 +403,9 @@ class Sut {
   int crashes() const { return crashes_; }
   int remaps() const { return remaps_; }
   int indeterminate_total() const { return indeterminate_total_; }
+  // WAL bytes a LosesData sync failed to write, and those a power cut then zeroed.
+  uint64_t wal_bytes_lost() const { return fs_->counters().bytes_lost_by_syncs; }
+  uint64_t wal_bytes_zeroed() const { return fs_->counters().bytes_zeroed; }
   // Injected faults that fired so far (FaultEnv and FaultFs count from their creation).
   uint64_t faults_fired() const {
     uint64_t n = 0;
@@ -486,13 +489,15 @@ class Sut {
   enum class Inject {
     kDataWriteEio, kDataWriteEnospc, kDataTornWrite, kDataSyncEio, kDataSyncLosesData,
     kWalAppendIo, kWalAppendNoSpace, kWalSyncIo, kWalSyncNoSpace, kJournalNewFileIo,
+    kWalSyncLosesData,
   };
-  static constexpr int kNumInject = 10;
+  static constexpr int kNumInject = 11;
   static const char* InjectName(Inject i) {
     static const char* kNames[] = {"data write EIO", "data write ENOSPC", "data torn write",
                                    "data fdatasync EIO", "data fdatasync loses data",
                                    "WAL append IOError", "WAL append NoSpace", "WAL sync IOError",
-                                   "WAL sync NoSpace", "journal new file IOError"};
+                                   "WAL sync NoSpace", "journal new file IOError",
+                                   "WAL sync loses data"};
     return kNames[static_cast<int>(i)];
   }
 
@@ -530,17 +535,21 @@ class Sut {
       case Inject::kJournalNewFileIo:  // new WAL at a reopen, tables of flushes/compactions
         s = fs_->FailNext(FsOp::kNewWritableFile, count, FsFault::IOError());
         break;
+      case Inject::kWalSyncLosesData:  // a power cut zeroes the failed sync's WAL bytes
+        s = fs_->FailNext(FsOp::kSync, count,
+                          FsFault::IOError().LosesData().OnlyFor(FileClass::kWal));
+        break;
     }
     RC_ASSERT(s.ok());
   }
 
   // A seeded fault rate until the next Heal or crash (TigerBeetle style): 1 call in n of the
   // operation fails, drawn from `seed`.
-  enum class Rate { kDataWrite, kDataSync, kWalAppend, kWalSync };
-  static constexpr int kNumRate = 4;
+  enum class Rate { kDataWrite, kDataSync, kWalAppend, kWalSync, kWalSyncLosesData };
+  static constexpr int kNumRate = 5;
   static const char* RateName(Rate r) {
     static const char* kNames[] = {"data write EIO", "data fdatasync EIO", "WAL append IOError",
-                                   "WAL sync IOError"};
+                                   "WAL sync IOError", "WAL sync loses data"};
     return kNames[static_cast<int>(r)];
   }
   void ArmRate(Rate what, uint32_t n, uint64_t seed) {
@@ -558,6 +567,10 @@ class Sut {
         break;
       case Rate::kWalSync:
         s = fs_->FailOneIn(FsOp::kSync, n, seed, FsFault::IOError().OnlyFor(FileClass::kWal));
+        break;
+      case Rate::kWalSyncLosesData:
+        s = fs_->FailOneIn(FsOp::kSync, n, seed,
+                           FsFault::IOError().LosesData().OnlyFor(FileClass::kWal));
         break;
     }
     RC_ASSERT(s.ok());
@@ -1017,7 +1030,8 @@ struct CrashCmd : Cmd {
 struct Totals {
   uint64_t cases = 0, commands = 0, crashes = 0, sync_crashes = 0, recovery_crashes = 0,
            recovery_io_errors = 0, faults_fired = 0, indeterminate = 0, remaps = 0,
-           two_page_blocks = 0;
+           two_page_blocks = 0, wal_bytes_lost = 0, wal_bytes_zeroed = 0,
+           cases_wal_zeroed = 0;
 };
 Totals g_totals[2];  // by policy
 
@@ -1033,7 +1047,9 @@ class PrintTotals : public ::testing::Environment {
                 << " crashes (" << t.sync_crashes << " inside a umsync, " << t.recovery_crashes
                 << " inside recovery), " << t.recovery_io_errors << " recovery I/O errors, "
                 << t.faults_fired << " injected faults fired, " << t.indeterminate
-                << " indeterminate umsyncs, " << t.remaps << " remaps\n";
+                << " indeterminate umsyncs, " << t.remaps << " remaps, " << t.wal_bytes_lost
+                << " WAL bytes lost by failed syncs (" << t.wal_bytes_zeroed
+                << " zeroed by a power cut, in " << t.cases_wal_zeroed << " cases)\n";
     }
   }
 };
@@ -1081,6 +1097,9 @@ void RunProperty(umap_policy policy) {
   t.faults_fired += sut.faults_fired();
   t.indeterminate += sut.indeterminate_total();
   t.remaps += sut.remaps();
+  t.wal_bytes_lost += sut.wal_bytes_lost();
+  t.wal_bytes_zeroed += sut.wal_bytes_zeroed();
+  t.cases_wal_zeroed += sut.wal_bytes_zeroed() > 0;
   RC_CLASSIFY(sut.crashes() > 0, "crashed");
   RC_CLASSIFY(sut.faults_fired() > 0, "fault fired");
 
