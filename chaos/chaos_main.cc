@@ -539,7 +539,7 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                                absl::StrCat(j_one_in)});
       if (rng.OneIn(4)) args.push_back("--journal-fault-at-open");
       absl::StrAppend(&rec->what, side == 2 ? ", " : "", "IOError on 1 in ", j_one_in,
-                      " journal appends, syncs and file creations");
+                      " journal appends, syncs (losing their bytes) and file creations");
     }
     if (side == 1 && cls == "torn") absl::StrAppend(&rec->what, "no write fault");
     absl::StrAppend(&rec->what, ", dies after round ", die);
@@ -1595,8 +1595,9 @@ int main(int argc, char** argv) {
       "           filled), journal-injected / journal-sticky (FaultFs NoSpace, transient or\n"
       "           sticky, until the worker heals it)\n"
       "  eio      the data file (FaultEnv: EIO, lost fdatasync, EINTR reads), the journal\n"
-      "           (FaultFs: IOError on appends, syncs, file creations) or both; death after a\n"
-      "           drawn round, with an in-process power cut of the data, the journal or both\n"
+      "           (FaultFs: IOError on appends, syncs that lose their bytes, file\n"
+      "           creations) or both; death after a drawn round, with an in-process power\n"
+      "           cut of the data, the journal or both\n"
       "  torn     as eio with torn data-file writes and garbled journal power cuts, or one bit\n"
       "           of a committed journal payload flipped\n"
       "Exit: 0 no violation, 1 violations, 2 usage, 77 a requested class could not run (skip).");

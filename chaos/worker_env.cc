@@ -33,7 +33,8 @@ RuntimeSpec g_spec;
 
 // The journal's fault rules (RocksDB calls them from its own threads as well): 1 in n WAL
 // appends and syncs, and file creations (a reopen's WAL, flush and compaction tables), fail
-// with IOError (eio) or NoSpace (enospc, sticky on request).
+// with IOError (eio) or NoSpace (enospc, sticky on request). An eio sync also loses its
+// bytes (the pages are marked clean): a later power cut of the journal zeroes them.
 absl::Status ArmJournal(const RuntimeSpec& spec) {
   if (spec.journal_fault == "none") return absl::OkStatus();
   if (spec.journal_fault != "eio" && spec.journal_fault != "enospc") {
@@ -44,6 +45,7 @@ absl::Status ArmJournal(const RuntimeSpec& spec) {
   const bool eio = spec.journal_fault == "eio";
   for (FsOp op : {FsOp::kAppend, FsOp::kSync, FsOp::kNewWritableFile}) {
     FsFault f = eio ? FsFault::IOError() : FsFault::NoSpace();
+    if (eio && op == FsOp::kSync) f = std::move(f).LosesData();
     if (spec.journal_sticky) f = std::move(f).Sticky();
     // Per-op generators (eio's file creations keep the offset the measured runs used).
     const uint64_t op_seed =
