@@ -247,6 +247,8 @@ class Worker {
   uint64_t journal_fired() const { return journal_fired_; }
   // "H": the round during which the journal's fault rules ended.
   const std::optional<uint64_t>& healed_round() const { return healed_; }
+  // "Z": the worker cut the journal's power; the bytes of failed syncs it zeroed.
+  const std::optional<uint64_t>& journal_zeroed() const { return zeroed_; }
   int errors_with(int err) const {
     int n = 0;
     for (auto& [r, e] : ev_.errors) n += e == err;
@@ -271,6 +273,7 @@ class Worker {
       journal_fired_ = b;
     }
     if (f[0] == "H") healed_ = a;
+    if (f[0] == "Z") zeroed_ = a;
     if (f[0] == "M" && f.size() >= 4) {
       uint64_t cache = 0;
       (void)absl::SimpleAtoi(f[3], &cache);
@@ -303,7 +306,7 @@ class Worker {
   EpochEvents ev_;
   Memory mem_;
   uint64_t data_fired_ = 0, journal_fired_ = 0;
-  std::optional<uint64_t> healed_;
+  std::optional<uint64_t> healed_, zeroed_;
   std::optional<std::vector<int64_t>> base_;
   Clock::time_point start_;
 };
@@ -542,7 +545,14 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
                       " journal appends, syncs (losing their bytes) and file creations");
     }
     if (side == 1 && cls == "torn") absl::StrAppend(&rec->what, "no write fault");
-    absl::StrAppend(&rec->what, ", dies after round ", die);
+    // Half the journal-faulty eio runs whose journal is cut die at their first failed umsync
+    // from that round on: the cut then meets the failed sync's lost bytes (before any reopen
+    // of the journal flushes them to a synced table).
+    const bool die_on_error = cls == "eio" && side != 0 && cut >= 2 && ((fault_seed >> 3) & 1);
+    if (die_on_error) args.push_back("--die-on-error");
+    absl::StrAppend(&rec->what, die_on_error ? ", dies at the first failed umsync from round "
+                                             : ", dies after round ",
+                    die);
     if (cut == 1 || cut == 3) args.push_back("--die-power-cut");
     if (cut >= 2) {
       args.push_back("--die-journal-power-cut");
@@ -830,6 +840,11 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     if (d.empty()) continue;
     Armed(d);
     if (fired) Fired(d);
+  }
+  if ((draw == "eio/journal" || draw == "eio/both") && wk.journal_zeroed().has_value()) {
+    // A journal power cut after failed syncs that lost their bytes: fired when it zeroed any.
+    Armed("eio/journal cut zeroes lost syncs");
+    if (*wk.journal_zeroed() > 0) Fired("eio/journal cut zeroes lost syncs");
   }
   if (!ev.ready && ex.exited && ex.code == 0) {
     Violate(rec, "harness", "worker exited 0 without reporting");

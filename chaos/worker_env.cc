@@ -147,6 +147,8 @@ uint64_t DataFaultsFired() {
   return n;
 }
 
+uint64_t JournalBytesZeroed() { return g_fs->counters().bytes_zeroed; }
+
 uint64_t JournalFaultsFired() {
   uint64_t n = 0;
   for (uint64_t f : g_fs->counters().fired) n += f;

@@ -44,8 +44,11 @@ bool ArmSyncStall(uint64_t ms, bool timeout_error, std::string* error);
 void PowerCutDataFile(uint64_t seed);
 // The same for the journal's files: frozen (writes in flight finish first), every file cut
 // back to its last synced size or torn at a sector of its unsynced tail (garble: the sector
-// after the cut holds random bytes), files no directory fsync covered deleted.
+// after the cut holds random bytes), the bytes of syncs that lost them zeroed, files no
+// directory fsync covered deleted.
 void PowerCutJournal(uint64_t seed, bool garble);
+// Journal bytes that failed syncs lost (FsFault::LosesData) and the power cut then zeroed.
+uint64_t JournalBytesZeroed();
 // Arms the journal faults of the spec given to CreateRuntime (the disk fills up, or starts
 // failing, while the job runs). False with *error set if a rule was refused.
 bool ArmJournalFaults(std::string* error);

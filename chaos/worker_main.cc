@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   std::string journal_fault = "none";
   uint64_t journal_one_in = 20, heal_ms = 0;
   bool journal_sticky = false, die_journal_power_cut = false, journal_garble = false;
-  bool journal_at_open = false;
+  bool journal_at_open = false, die_on_error = false;
   app.add_option("--file", file)->required();
   app.add_option("--journal", journal)->required();
   app.add_option("--policy", policy)->check(CLI::IsMember({"atomic", "relaxed"}));
@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   app.add_option("--stall-round", stall_round, "timeout: arm the stall after this round");
   app.add_option("--stall-ms", stall_ms);
   app.add_option("--die-round", die_round, "after this round's umsync, die (0: never)");
+  app.add_flag("--die-on-error", die_on_error,
+               "die after the first failed umsync from --die-round on (at the latest 30 "
+               "rounds later): the power cut then meets the failed call's unsynced bytes");
   app.add_flag("--die-power-cut", die_power_cut,
                "dying: drop the data file's unsynced writes (torn at sectors) first");
   app.add_option("--journal-fault", journal_fault, "fault of the journal's storage (FaultFs)")
@@ -212,9 +215,11 @@ int main(int argc, char** argv) {
                              absl::MakeSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
     }
     Report(absl::StrCat("B ", round));
+    bool failed = false;
     if (umsync(p, size, MS_SYNC) == 0) {
       Report(absl::StrCat("A ", round));
     } else {
+      failed = true;
       const int err = errno;
       Report(absl::StrCat("E ", round, " ", err));
       ReportFired();
@@ -231,7 +236,10 @@ int main(int argc, char** argv) {
       }
       Report(absl::StrCat("T ", round, " ", stall_ms));
     }
-    if (round == die_round) {
+    const bool die = die_on_error ? die_round > 0 && round >= die_round &&
+                                        (failed || round == die_round + 30)
+                                  : round == die_round;
+    if (die) {
       ReportFired();
       if (die_power_cut) {
         // The DFS node loses what was never fdatasync'ed.
@@ -240,6 +248,7 @@ int main(int argc, char** argv) {
       if (die_journal_power_cut) {
         // The node of the journal loses its unsynced bytes too (alone: the DFS survives).
         chaos_worker::PowerCutJournal(fault_seed, journal_garble);
+        Report(absl::StrCat("Z ", chaos_worker::JournalBytesZeroed()));
       }
       std::raise(SIGKILL);
     }
