@@ -172,9 +172,10 @@ int main(int argc, char** argv) {
     }).detach();
   }
   char* p = static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  // A full journal refuses the mapping (its open or its map-time replay cannot write):
-  // retry as an application would, until the space comes back.
-  for (int i = 0; p == MAP_FAILED && errno == ENOSPC && heal_ms > 0 &&
+  // A full journal or data disk refuses the mapping (the journal's open or the map-time
+  // replay cannot write): retry as an application would, until the space comes back (the
+  // heal, or the driver deleting its filler), for 20 s after the heal at most.
+  for (int i = 0; p == MAP_FAILED && errno == ENOSPC &&
                   i < static_cast<int>(heal_ms / 20) + 1000;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
