@@ -129,7 +129,8 @@ struct IterationRecord {
   // Which kind of fault of the class this iteration draws (DrawVariant): timeout on GlusterFS
   // "stop-brick", "abort-fuse" or "delay"; enospc "data-full", "journal-full",
   // "journal-injected" or "journal-sticky"; reboot on
-  // GlusterFS "brick-power-cut". Empty: the class has one kind.
+  // GlusterFS "brick-power-cut"; eio on GlusterFS "error-gen" (the volume's writes and
+  // fsyncs fail) or "in-process" (FaultEnv/FaultFs as locally). Empty: the class has one kind.
   std::string variant;
   std::vector<bool> holes;  // blocks left as holes in the initial file (empty: none)
 };
@@ -347,6 +348,10 @@ class Harness {
   // timeout on GlusterFS, after the worker started: stop-brick / abort-fuse / delay-gen spike.
   // Returns whether the fault happened; violations (liveness, harness) go to rec.
   bool GlusterTimeout(IterationRecord* rec, Rng& rng, Worker& wk);
+  // eio on GlusterFS, after the worker's first acknowledged umsync: error-gen fails the
+  // volume's writes and fsyncs with EIO for 1-3 s (gluster-testbed errors); every umsync
+  // error meanwhile must be EIO, and one must be acknowledged within 30 s after.
+  bool GlusterErrors(IterationRecord* rec, Rng& rng, Worker& wk);
   // enospc data-full: fills the data file's disk (tmpfs, or the GlusterFS brick through the
   // mount), checks umsync's errors, frees it, checks liveness.
   bool DataDiskFull(IterationRecord* rec, Rng& rng, Worker& wk, Policy policy,
@@ -514,6 +519,8 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     env.push_back(absl::StrCat("UMAP_CRASH_AT=", point, ":", n));
     point_armed_[point]++;
     absl::StrAppend(&rec->what, "journal rot after a kill at ", point, ":", n);
+  } else if (cls == "eio" && rec->variant == "error-gen") {
+    rounds = 2000;  // GlusterErrors describes the fault in rec->what
   } else if (cls == "eio" || cls == "torn") {
     // Which storage breaks: 0 the data file, 1 the journal, 2 both. The journal's FaultFs
     // has no torn writes: its "torn" is the power cut below, tearing the WAL's unsynced tail
@@ -696,6 +703,8 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     wk.Kill();
   } else if (cls == "timeout" && !gluster_mount_.empty()) {
     fired = GlusterTimeout(rec, rng, wk);
+  } else if (cls == "eio" && rec->variant == "error-gen") {
+    fired = GlusterErrors(rec, rng, wk);
   } else if (cls == "timeout") {
     if (wk.PumpUntil([&] { return ev.stall_round.has_value(); }, 20000)) {
       fired = true;
@@ -794,7 +803,7 @@ bool Harness::RunEpoch(IterationRecord* rec, Rng& rng, const std::string& dir_da
     point_fired_[point]++;
     fired = true;
   }
-  if ((cls == "eio" || cls == "torn") && !rot) {
+  if ((cls == "eio" || cls == "torn") && !rot && rec->variant != "error-gen") {
     fired = !ev.errors.empty() || wk.data_fired() + wk.journal_fired() > 0 ||
             (!ex.exited && !by_us);
   }
@@ -1002,6 +1011,8 @@ void Harness::DrawVariant(int index, IterationRecord* rec) {
     rec->variant = v.OneIn(2) ? "data-full" : kKinds[v.Range(0, 2)];
   } else if (rec->cls == "reboot" && gluster) {
     rec->variant = "brick-power-cut";
+  } else if (rec->cls == "eio" && gluster) {
+    rec->variant = v.OneIn(2) ? "error-gen" : "in-process";
   }
   // Holes: always when the data disk fills (only a write into a hole needs space), and in half
   // of the GlusterFS reboots (a lost block allocation must read as zeros only where allowed).
@@ -1132,6 +1143,49 @@ bool Harness::GlusterTimeout(IterationRecord* rec, Rng& rng, Worker& wk) {
     wk.Sleep(static_cast<int>(rng.Range(0, 200)));
     wk.Kill();
   }
+  if (fired) Fired(draw);
+  return fired;
+}
+
+bool Harness::GlusterErrors(IterationRecord* rec, Rng& rng, Worker& wk) {
+  EpochEvents& ev = wk.events();
+  const std::string draw = "eio/error-gen";
+  Armed(draw);
+  wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
+  const int hold_ms = static_cast<int>(rng.Range(1000, 3000));
+  const size_t errors_before = ev.errors.size();
+  const auto t0 = Clock::now();
+  absl::Status on = Testbed("errors", {"--errno", "EIO", "--fops", "WRITE,FSYNC"}, 60000);
+  const double on_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  wk.Sleep(hold_ms);
+  const auto t1 = Clock::now();
+  absl::Status off = Testbed("errors", {"--off"}, 60000);
+  const double off_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  const size_t errors_during = ev.errors.size() - errors_before;
+  std::map<int, int> errnos;
+  for (size_t i = errors_before; i < ev.errors.size(); ++i) errnos[ev.errors[i].second]++;
+  absl::StrAppend(&rec->what, "GlusterFS error-gen: WRITE,FSYNC fail with EIO for ", hold_ms,
+                  " ms (", errors_during, " umsync errors");
+  for (const auto& [err, n] : errnos) absl::StrAppend(&rec->what, ", errno ", err, " x", n);
+  absl::StrAppend(&rec->what, "; switching on ", static_cast<int>(on_s * 1000), " ms, off ",
+                  static_cast<int>(off_s * 1000), " ms)");
+  for (const auto& [err, n] : errnos) {
+    if (err != EIO) {
+      Violate(rec, "errno", absl::StrCat(n, " umsync errors with errno ", err, " (",
+                                         strerror(err), ") while GlusterFS returned EIO"));
+    }
+  }
+  const uint64_t acked_at_off = ev.last_acked.value_or(0);
+  if (!on.ok() || !off.ok()) {
+    Violate(rec, "harness", absl::StrCat("gluster-testbed errors: ", on.ToString(), " / ",
+                                         off.ToString()));
+  } else if (!wk.PumpUntil([&] { return ev.last_acked.value_or(0) > acked_at_off; }, 30000) &&
+             !wk.eof()) {
+    Violate(rec, "liveness", "no umsync acknowledged within 30 s after error-gen was switched off");
+  }
+  wk.Sleep(static_cast<int>(rng.Range(0, 200)));
+  wk.Kill();
+  const bool fired = on.ok() && errors_during > 0;
   if (fired) Fired(draw);
   return fired;
 }
@@ -1612,7 +1666,9 @@ int main(int argc, char** argv) {
       "  eio      the data file (FaultEnv: EIO, lost fdatasync, EINTR reads), the journal\n"
       "           (FaultFs: IOError on appends, syncs that lose their bytes, file\n"
       "           creations) or both; death after a drawn round, with an in-process power\n"
-      "           cut of the data, the journal or both\n"
+      "           cut of the data, the journal or both; --dfs gluster: half the iterations\n"
+      "           instead turn on the volume's error-gen (WRITE,FSYNC fail with EIO) for\n"
+      "           1-3 s; liveness after\n"
       "  torn     as eio with torn data-file writes and garbled journal power cuts, or one bit\n"
       "           of a committed journal payload flipped\n"
       "Exit: 0 no violation, 1 violations, 2 usage, 77 a requested class could not run (skip).");
