@@ -345,6 +345,15 @@ class Harness {
   // Runs `gluster-testbed SUBCOMMAND --name N ARGS...`; the error names the log.
   absl::Status Testbed(const std::string& subcommand, const std::vector<std::string>& args,
                        int timeout_ms);
+  // The same, bounded to 60 s, with the time it took in *ms (switching a debug layer).
+  absl::Status TimedTestbed(const std::string& subcommand, const std::vector<std::string>& args,
+                            int* ms) {
+    const auto t0 = Clock::now();
+    absl::Status s = Testbed(subcommand, args, 60000);
+    *ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+    return s;
+  }
   // timeout on GlusterFS, after the worker started: stop-brick / abort-fuse / delay-gen spike.
   // Returns whether the fault happened; violations (liveness, harness) go to rec.
   bool GlusterTimeout(IterationRecord* rec, Rng& rng, Worker& wk);
@@ -1116,22 +1125,19 @@ bool Harness::GlusterTimeout(IterationRecord* rec, Rng& rng, Worker& wk) {
     const uint64_t percent = rng.Range(20, 100);
     const uint64_t usec = rng.Range(20000, 300000);
     const int hold_ms = static_cast<int>(rng.Range(1000, 3000));
-    const auto t0 = Clock::now();
-    absl::Status on = Testbed("delay", {"--percent", absl::StrCat(percent), "--usec",
-                                        absl::StrCat(usec), "--fops", "WRITE,FSYNC,READ"},
-                              60000);
-    const double on_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    int on_ms = 0, off_ms = 0;
+    absl::Status on = TimedTestbed("delay", {"--percent", absl::StrCat(percent), "--usec",
+                                             absl::StrCat(usec), "--fops", "WRITE,FSYNC,READ"},
+                                   &on_ms);
     fired = on.ok();
     const uint64_t acked_on = ev.last_acked.value_or(0);
     wk.Sleep(hold_ms);
     const uint64_t acked_during = ev.last_acked.value_or(0) - acked_on;
-    const auto t1 = Clock::now();
-    absl::Status off = Testbed("delay", {"--off"}, 60000);
-    const double off_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    absl::Status off = TimedTestbed("delay", {"--off"}, &off_ms);
     absl::StrAppend(&rec->what, "GlusterFS delay-gen: ", percent, "% of WRITE,FSYNC,READ +",
                     usec / 1000, " ms for ", hold_ms, " ms (", acked_during,
                     " umsyncs acknowledged meanwhile; switching on ",
-                    static_cast<int>(on_s * 1000), " ms, off ", static_cast<int>(off_s * 1000),
+                    on_ms, " ms, off ", off_ms,
                     " ms)");
     const uint64_t acked_at_off = ev.last_acked.value_or(0);
     if (!on.ok() || !off.ok()) {
@@ -1154,21 +1160,17 @@ bool Harness::GlusterErrors(IterationRecord* rec, Rng& rng, Worker& wk) {
   wk.PumpUntil([&] { return ev.last_acked.has_value(); }, 20000);
   const int hold_ms = static_cast<int>(rng.Range(1000, 3000));
   const size_t errors_before = ev.errors.size();
-  const auto t0 = Clock::now();
-  absl::Status on = Testbed("errors", {"--errno", "EIO", "--fops", "WRITE,FSYNC"}, 60000);
-  const double on_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  int on_ms = 0, off_ms = 0;
+  absl::Status on = TimedTestbed("errors", {"--errno", "EIO", "--fops", "WRITE,FSYNC"}, &on_ms);
   wk.Sleep(hold_ms);
-  const auto t1 = Clock::now();
-  absl::Status off = Testbed("errors", {"--off"}, 60000);
-  const double off_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  absl::Status off = TimedTestbed("errors", {"--off"}, &off_ms);
   const size_t errors_during = ev.errors.size() - errors_before;
   std::map<int, int> errnos;
   for (size_t i = errors_before; i < ev.errors.size(); ++i) errnos[ev.errors[i].second]++;
   absl::StrAppend(&rec->what, "GlusterFS error-gen: WRITE,FSYNC fail with EIO for ", hold_ms,
                   " ms (", errors_during, " umsync errors");
   for (const auto& [err, n] : errnos) absl::StrAppend(&rec->what, ", errno ", err, " x", n);
-  absl::StrAppend(&rec->what, "; switching on ", static_cast<int>(on_s * 1000), " ms, off ",
-                  static_cast<int>(off_s * 1000), " ms)");
+  absl::StrAppend(&rec->what, "; switching on ", on_ms, " ms, off ", off_ms, " ms)");
   for (const auto& [err, n] : errnos) {
     if (err != EIO) {
       Violate(rec, "errno", absl::StrCat(n, " umsync errors with errno ", err, " (",

@@ -17,8 +17,11 @@
 //   F <data> <journal>      injected failures fired so far (FaultEnv, FaultFs); after each
 //                           failed umsync, before dying and after the last round
 //   H <round>               (--heal-ms) the journal's fault rules ended during this round
+//   Z <bytes>               (--die-journal-power-cut) the journal's power was cut; bytes of
+//                           failed syncs that lost them (FsFault::LosesData) it zeroed
 // Exit codes: 0 all rounds done and unmapped; 2 set-up failed (message on stderr); 4 uunmap
-// failed; 5 umap_ex failed with EIO (the replay of pending records at map time failed). SIGKILL (driver or crash point) and SIGABRT (RocksDB 7.8.3 assertion) are crashes.
+// failed; 5 umap_ex failed with EIO (the replay of pending records at map time failed; an
+// ENOSPC refusal is retried for 20 s first). SIGKILL (driver or crash point) and SIGABRT (RocksDB 7.8.3 assertion) are crashes.
 //
 // Fault injection (eio, torn, timeout on the data file; eio, enospc on the journal's
 // storage; power cuts of either): the runtime is built through the internal C++ API

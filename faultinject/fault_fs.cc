@@ -152,17 +152,16 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
   }
 
  private:
-  rocksdb::IOStatus BeforeWrite(FsOp op, absl::string_view what) {
+  rocksdb::IOStatus BeforeWrite(FsOp op, absl::string_view what, bool* loses_data = nullptr) {
     if (fs_->IsFrozen()) return fs_->Refuse(absl::StrCat(what, " ", path_));
-    return fs_->Inject(op, path_);
+    return fs_->Inject(op, path_, loses_data);
   }
 
   rocksdb::IOStatus DoSync(FsOp op, const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) {
     absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
-    if (fs_->IsFrozen()) return fs_->Refuse(absl::StrCat(FsOpName(op), " ", path_));
     bool loses_data = false;
-    rocksdb::IOStatus s = fs_->Inject(op, path_, &loses_data);
+    rocksdb::IOStatus s = BeforeWrite(op, FsOpName(op), &loses_data);
     if (!s.ok()) {
       if (loses_data) fs_->OnSyncLostData(path_);
       return s;
@@ -518,18 +517,19 @@ absl::Status FaultFs::ZeroLost(const std::string& path, const FileState& st, uin
                               uint64_t* zeroed) {
   const rocksdb::IOOptions io;
   if (st.lost.empty() || !target()->FileExists(path, io, nullptr).ok()) return absl::OkStatus();
+  std::unique_ptr<rocksdb::FSRandomRWFile> rw;
+  rocksdb::IOStatus s;
   for (const auto& [begin, lost_end] : st.lost) {
     const uint64_t end = std::min(lost_end, keep);
     if (begin >= end) continue;
+    if (rw == nullptr) s = target()->NewRandomRWFile(path, rocksdb::FileOptions(), &rw, nullptr);
     // What a disk shows for blocks that were allocated but never written.
-    std::unique_ptr<rocksdb::FSRandomRWFile> rw;
-    rocksdb::IOStatus s = target()->NewRandomRWFile(path, rocksdb::FileOptions(), &rw, nullptr);
     if (s.ok()) s = rw->Write(begin, std::string(end - begin, '\0'), io, nullptr);
-    if (s.ok()) s = rw->Close(io, nullptr);
     if (!s.ok()) return ToAbsl(s, "zero lost bytes of " + path);
     *zeroed += end - begin;
   }
-  return absl::OkStatus();
+  if (rw != nullptr) s = rw->Close(io, nullptr);
+  return ToAbsl(s, "zero lost bytes of " + path);
 }
 
 absl::Status FaultFs::DropUnsyncedData(const FsDropOptions& options) {
