@@ -635,7 +635,7 @@ absl::Status IoManager::Write(File* file, absl::Span<const WritePiece> pieces,
     return absl::OkStatus();
   };
   const bool concurrent = engine_ == Engine::kUring && file->fd() >= 0 && runs.size() > 1 &&
-                          !crash_point::Active();
+                          !UMAP_CRASH_POINTS_ACTIVE();
   std::unique_ptr<WriteRing> wr;
   if (concurrent) wr = TakeWriteRing();
   if (wr == nullptr || !wr->ok) {
