@@ -62,7 +62,8 @@ function(umap_cc_library)
     list(APPEND release_objects $<TARGET_OBJECTS:${U_NAME}_release_objs>)
   endif()
 
-  add_library(${U_NAME} STATIC ${shared_objects} ${release_objects})
+  set(all_release_objects ${shared_objects} ${release_objects})
+  add_library(${U_NAME} STATIC ${all_release_objects})
   target_link_libraries(${U_NAME} PUBLIC ${U_PUBLIC_DEPS} PRIVATE ${U_DEPS})
   set(external_deps)
   foreach(dep IN LISTS U_PUBLIC_DEPS U_DEPS)
@@ -71,7 +72,7 @@ function(umap_cc_library)
     endif()
   endforeach()
   set_target_properties(${U_NAME} PROPERTIES
-    UMAP_RELEASE_OBJECTS "${shared_objects};${release_objects}"
+    UMAP_RELEASE_OBJECTS "${all_release_objects}"
     UMAP_EXTERNAL_DEPS "${external_deps}")
 
   umap_testing_deps(public_deps ${U_PUBLIC_DEPS})
