@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
+#include "runtime/eviction_batch.h"
 #include "runtime/uffd_compat.h"
 
 namespace umap::runtime {
@@ -195,6 +196,28 @@ void ReleaseRegion(char* base, size_t len) { ::munmap(base, len); }
 
 int DiscardPages(void* addr, size_t len) {
   return ::madvise(addr, len, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+void DiscardBatch(int pidfd, EvictionBatch* batch) {
+  const int n = batch->count;
+  size_t advised = 0;
+  if (pidfd >= 0 && n > 1) {
+    // Returns the bytes advised: less than the total when it stopped at a failing range.
+    const long rc = ::syscall(SYS_process_madvise, pidfd, batch->ranges, static_cast<size_t>(n),
+                              MADV_DONTNEED, 0u);
+    if (rc > 0) advised = static_cast<size_t>(rc);
+  }
+  for (int i = 0; i < n; ++i) {
+    const iovec& r = batch->ranges[i];
+    if (advised >= r.iov_len) {
+      advised -= r.iov_len;
+      batch->victims[i].discarded = true;
+      continue;
+    }
+    advised = 0;
+    // Not covered by the batched call (an older kernel, or a range it stopped at): one by one.
+    batch->victims[i].discarded = DiscardPages(r.iov_base, r.iov_len) == 0;
+  }
 }
 
 }  // namespace umap::runtime
