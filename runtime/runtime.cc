@@ -46,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
   ASSIGN_OR_RETURN(std::unique_ptr<Uffd> uffd, Uffd::Open(signal_mode));
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) {
-    UMAP_LOG(kInfo, "userfaultfd through ", UffdAccessName(uffd->access()), ", faults resolved ",
+    // Once per process; a warning when it changes what programs may do (EFAULT).
+    UMAP_LOG(uffd->access() == UffdAccess::kUserModeOnly ? kWarn : kInfo, "userfaultfd through ", UffdAccessName(uffd->access()), ", faults resolved ",
              signal_mode ? "in the faulting thread (signal mode)" : "by handler threads",
              uffd->access() == UffdAccess::kUserModeOnly
                  ? "; system calls given a non-resident Umap buffer fail with EFAULT"
