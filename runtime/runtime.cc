@@ -47,11 +47,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) {
     // Once per process; a warning when it changes what programs may do (EFAULT).
-    UMAP_LOG(uffd->access() == UffdAccess::kUserModeOnly ? kWarn : kInfo, "userfaultfd through ", UffdAccessName(uffd->access()), ", faults resolved ",
-             signal_mode ? "in the faulting thread (signal mode)" : "by handler threads",
-             uffd->access() == UffdAccess::kUserModeOnly
-                 ? "; system calls given a non-resident Umap buffer fail with EFAULT"
-                 : "");
+    const std::string how =
+        absl::StrCat("userfaultfd through ", UffdAccessName(uffd->access()),
+                     ", faults resolved ",
+                     signal_mode ? "in the faulting thread (signal mode)" : "by handler threads");
+    if (uffd->access() == UffdAccess::kUserModeOnly) {
+      UMAP_LOG(kWarn, how, "; system calls given a non-resident Umap buffer fail with EFAULT "
+                           "(docs/operations.md: how a site grants /dev/userfaultfd)");
+    } else {
+      UMAP_LOG(kInfo, how);
+    }
   }
   std::unique_ptr<Runtime> rt(new Runtime(options, geo, std::move(uffd), signal_mode));
   RETURN_IF_ERROR(rt->Start());
