@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/human.h"
 
 namespace umap_bench {
 namespace {
@@ -62,8 +63,7 @@ std::string RenderMarkdown(const Table& t) {
 std::string CountSpread(const Spread& s) {
   if (s.n == 0) return "-";
   if (s.n == 1) return HumanCount(s.median);
-  return absl::StrCat(HumanCount(s.median), " (", HumanCount(s.min), "–", HumanCount(s.max),
-                      ")");
+  return absl::StrCat(HumanCount(s.median), " (", HumanCount(s.min), "–", HumanCount(s.max), ")");
 }
 std::string RatioSpread(const Spread& s) {
   if (s.n == 0) return "-";
@@ -80,9 +80,9 @@ double GetCgroup(const RunResult& r) { return static_cast<double>(r.cgroup_peak)
 double GetWall(const RunResult& r) { return r.wall_s; }
 // Mean size of umap's merged reads (KiB), and reads per op: what merging and read-ahead did.
 double GetReadKib(const RunResult& r) {
-  return r.umap_io_reads ? static_cast<double>(r.umap_io_bytes) / 1024.0 /
-                               static_cast<double>(r.umap_io_reads)
-                         : 0;
+  return r.umap_io_reads
+             ? static_cast<double>(r.umap_io_bytes) / 1024.0 / static_cast<double>(r.umap_io_reads)
+             : 0;
 }
 double GetReadsPerOp(const RunResult& r) {
   return r.ops ? static_cast<double>(r.umap_io_reads) / static_cast<double>(r.ops) : 0;
@@ -126,7 +126,7 @@ std::vector<unsigned> Report::Threads(const PerWorkload& pw) const {
   return {t.begin(), t.end()};
 }
 
-Spread Report::Metric(const PerWorkload& pw, Backend b, unsigned threads,
+Spread Report::Metric(const PerWorkload& pw, const std::string& b, unsigned threads,
                       double (*get)(const RunResult&)) const {
   std::vector<double> v;
   auto it = pw.runs.find(b);
@@ -137,7 +137,8 @@ Spread Report::Metric(const PerWorkload& pw, Backend b, unsigned threads,
   return SpreadOf(std::move(v));
 }
 
-Spread Report::Ratio(const PerWorkload& pw, Backend a, Backend b, unsigned threads) const {
+Spread Report::Ratio(const PerWorkload& pw, const std::string& a, const std::string& b,
+                     unsigned threads) const {
   std::vector<double> v;
   auto ia = pw.runs.find(a), ib = pw.runs.find(b);
   if (ia == pw.runs.end() || ib == pw.runs.end()) return {};
@@ -150,11 +151,108 @@ Spread Report::Ratio(const PerWorkload& pw, Backend a, Backend b, unsigned threa
   return SpreadOf(std::move(v));
 }
 
+std::vector<std::string> Report::UmapBackends(const PerWorkload& pw) const {
+  std::vector<std::string> out;
+  for (const std::string& b : backends_) {
+    if (BackendFamily(b) == "umap" && Has(pw, b)) out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> Report::RatioPairs(const PerWorkload& pw) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& subject : UmapBackends(pw)) {
+    for (const std::string& ref : backends_) {
+      if (BackendFamily(ref) != "umap" && Has(pw, ref)) out.emplace_back(subject, ref);
+    }
+  }
+  return out;
+}
+
 bool Report::has_ratio() const {
   for (const auto& [name, pw] : workloads_) {
-    if (Has(pw, Backend::kUmap) && Has(pw, Backend::kMmap)) return true;
+    if (!RatioPairs(pw).empty()) return true;
   }
   return false;
+}
+
+std::string Report::ThroughputText(const PerWorkload& pw) const {
+  Table t;
+  std::vector<std::string> h = {"threads"};
+  for (const std::string& b : backends_) h.push_back(absl::StrCat(b, " ops/s (min–max)"));
+  const auto pairs = RatioPairs(pw);
+  for (const auto& [a, b] : pairs) h.push_back(absl::StrCat(a, "/", b, " (min–max)"));
+  t.push_back(h);
+  for (unsigned th : Threads(pw)) {
+    std::vector<std::string> row = {absl::StrCat(th)};
+    for (const std::string& b : backends_) {
+      row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
+    }
+    for (const auto& [a, b] : pairs) row.push_back(RatioSpread(Ratio(pw, a, b, th)));
+    t.push_back(row);
+  }
+  return RenderText(t);
+}
+
+std::string Report::MemoryText(const PerWorkload& pw) const {
+  bool cg = false;
+  for (const auto& [b, runs] : pw.runs) {
+    for (const auto& [k, r] : runs) cg |= r.cgroup_peak > 0;
+  }
+  const std::vector<std::string> umaps = UmapBackends(pw);
+  auto median = [](const Spread& s) {
+    return s.n ? absl::StrFormat("%.2f", s.median) : std::string("-");
+  };
+  Table m;
+  std::vector<std::string> mh = {"threads"};
+  for (const std::string& u : umaps) mh.push_back(absl::StrCat(u, " cache peak"));
+  for (const std::string& b : backends_) mh.push_back(absl::StrCat("file page cache ", b));
+  for (const std::string& b : backends_) mh.push_back(absl::StrCat("peak RSS ", b));
+  if (cg) {
+    for (const std::string& b : backends_) mh.push_back(absl::StrCat("cgroup peak ", b));
+    for (const std::string& b : backends_) mh.push_back(absl::StrCat("wall s ", b));
+  }
+  for (const std::string& b : backends_) mh.push_back(absl::StrCat("faults/op ", b));
+  for (const std::string& u : umaps) {
+    mh.push_back(absl::StrCat(u, " KiB/read"));
+    mh.push_back(absl::StrCat(u, " reads/op"));
+    mh.push_back(absl::StrCat(u, " KiB/write"));
+  }
+  m.push_back(mh);
+  for (unsigned th : Threads(pw)) {
+    std::vector<std::string> row = {absl::StrCat(th)};
+    for (const std::string& u : umaps) {
+      row.push_back(BytesMedian(Metric(pw, u, th, GetCachePeak)));
+    }
+    for (const std::string& b : backends_) {
+      row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
+    }
+    for (const std::string& b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetRss)));
+    if (cg) {
+      for (const std::string& b : backends_) {
+        row.push_back(BytesMedian(Metric(pw, b, th, GetCgroup)));
+      }
+      for (const std::string& b : backends_) row.push_back(median(Metric(pw, b, th, GetWall)));
+    }
+    for (const std::string& b : backends_) {
+      row.push_back(median(Metric(pw, b, th, GetFaultsPerOp)));
+    }
+    for (const std::string& u : umaps) {
+      for (auto get : {GetReadKib, GetReadsPerOp, GetWriteKib}) {
+        row.push_back(median(Metric(pw, u, th, get)));
+      }
+    }
+    m.push_back(row);
+  }
+  return RenderText(m);
+}
+
+int Report::Failed(const PerWorkload& pw) const {
+  int failed = 0;
+  for (const auto& [b, runs] : pw.runs) {
+    for (const auto& [k, r] : runs) failed += !r.verified;
+  }
+  return failed;
 }
 
 std::string Report::Text() const {
@@ -162,78 +260,9 @@ std::string Report::Text() const {
   for (const std::string& name : order_) {
     const PerWorkload& pw = workloads_.at(name);
     absl::StrAppend(&out, "\n== ", name, ": ", pw.title, " ==\n", context_, "\n");
-    Table t;
-    std::vector<std::string> h = {"threads"};
-    for (Backend b : backends_) h.push_back(absl::StrCat(BackendName(b), " ops/s (min–max)"));
-    const bool um = Has(pw, Backend::kUmap) && Has(pw, Backend::kMmap);
-    const bool up = Has(pw, Backend::kUmap) && Has(pw, Backend::kPread);
-    if (um) h.push_back("umap/mmap (min–max)");
-    if (up) h.push_back("umap/pread (min–max)");
-    t.push_back(h);
-    for (unsigned th : Threads(pw)) {
-      std::vector<std::string> row = {absl::StrCat(th)};
-      for (Backend b : backends_) row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
-      if (um) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kMmap, th)));
-      if (up) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kPread, th)));
-      t.push_back(row);
-    }
-    out += RenderText(t);
-
-    // Memory and faults, medians.
-    bool cg = false;
-    for (const auto& [b, runs] : pw.runs) {
-      for (const auto& [k, r] : runs) cg |= r.cgroup_peak > 0;
-    }
-    Table m;
-    std::vector<std::string> mh = {"threads"};
-    if (Has(pw, Backend::kUmap)) mh.push_back("umap cache peak");
-    for (Backend b : backends_) mh.push_back(absl::StrCat("file page cache ", BackendName(b)));
-    for (Backend b : backends_) mh.push_back(absl::StrCat("peak RSS ", BackendName(b)));
-    if (cg) {
-      for (Backend b : backends_) mh.push_back(absl::StrCat("cgroup peak ", BackendName(b)));
-      for (Backend b : backends_) mh.push_back(absl::StrCat("wall s ", BackendName(b)));
-    }
-    for (Backend b : backends_) mh.push_back(absl::StrCat("faults/op ", BackendName(b)));
-    const bool io = Has(pw, Backend::kUmap);
-    if (io) {
-      mh.push_back("umap KiB/read");
-      mh.push_back("umap reads/op");
-      mh.push_back("umap KiB/write");
-    }
-    m.push_back(mh);
-    for (unsigned th : Threads(pw)) {
-      std::vector<std::string> row = {absl::StrCat(th)};
-      if (Has(pw, Backend::kUmap)) {
-        row.push_back(BytesMedian(Metric(pw, Backend::kUmap, th, GetCachePeak)));
-      }
-      for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
-      for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetRss)));
-      if (cg) {
-        for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetCgroup)));
-        for (Backend b : backends_) {
-          Spread s = Metric(pw, b, th, GetWall);
-          row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
-        }
-      }
-      for (Backend b : backends_) {
-        Spread s = Metric(pw, b, th, GetFaultsPerOp);
-        row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
-      }
-      if (io) {
-        for (auto get : {GetReadKib, GetReadsPerOp, GetWriteKib}) {
-          Spread s = Metric(pw, Backend::kUmap, th, get);
-          row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
-        }
-      }
-      m.push_back(row);
-    }
-    absl::StrAppend(&out, "memory and faults (medians over the verified runs):\n",
-                    RenderText(m));
-    int failed = 0;
-    for (const auto& [b, runs] : pw.runs) {
-      for (const auto& [k, r] : runs) failed += !r.verified;
-    }
-    if (failed) {
+    out += ThroughputText(pw);
+    absl::StrAppend(&out, "memory and faults (medians over the verified runs):\n", MemoryText(pw));
+    if (const int failed = Failed(pw)) {
       absl::StrAppend(&out, "!! ", failed,
                       " run(s) of this workload FAILED (errors above); they are left out.\n");
     }
@@ -245,40 +274,42 @@ std::string Report::Markdown(const std::string& label) const {
   std::string out;
   for (const std::string& name : order_) {
     const PerWorkload& pw = workloads_.at(name);
-    absl::StrAppend(&out, "\n### ", label, ": ", name, "\n\n", pw.title, ". ", context_,
-                    "\n\n");
+    absl::StrAppend(&out, "\n### ", label, ": ", name, "\n\n", pw.title, ". ", context_, "\n\n");
+    const auto pairs = RatioPairs(pw);
+    const std::vector<std::string> umaps = UmapBackends(pw);
     Table t;
     std::vector<std::string> h = {"threads"};
-    const bool um = Has(pw, Backend::kUmap) && Has(pw, Backend::kMmap);
-    const bool up = Has(pw, Backend::kUmap) && Has(pw, Backend::kPread);
-    if (um) h.push_back("**umap/mmap** median (min–max)");
-    if (up) h.push_back("umap/pread median (min–max)");
-    for (Backend b : backends_) h.push_back(absl::StrCat(BackendName(b), " ops/s (min–max)"));
-    if (Has(pw, Backend::kUmap)) h.push_back("umap cache peak");
-    for (Backend b : backends_) h.push_back(absl::StrCat("page cache ", BackendName(b)));
-    if (Has(pw, Backend::kUmap)) h.push_back("umap KiB/read");
+    for (const auto& [a, b] : pairs) {
+      h.push_back(a == "umap" && b == "mmap" ? std::string("**umap/mmap** median (min–max)")
+                                             : absl::StrCat(a, "/", b, " median (min–max)"));
+    }
+    for (const std::string& b : backends_) h.push_back(absl::StrCat(b, " ops/s (min–max)"));
+    for (const std::string& u : umaps) h.push_back(absl::StrCat(u, " cache peak"));
+    for (const std::string& b : backends_) h.push_back(absl::StrCat("page cache ", b));
+    for (const std::string& u : umaps) h.push_back(absl::StrCat(u, " KiB/read"));
     t.push_back(h);
     for (unsigned th : Threads(pw)) {
       std::vector<std::string> row = {absl::StrCat(th)};
-      if (um) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kMmap, th)));
-      if (up) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kPread, th)));
-      for (Backend b : backends_) row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
-      if (Has(pw, Backend::kUmap)) {
-        row.push_back(BytesMedian(Metric(pw, Backend::kUmap, th, GetCachePeak)));
+      for (const auto& [a, b] : pairs) row.push_back(RatioSpread(Ratio(pw, a, b, th)));
+      for (const std::string& b : backends_) {
+        row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
       }
-      for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
-      if (Has(pw, Backend::kUmap)) {
-        Spread s = Metric(pw, Backend::kUmap, th, GetReadKib);
+      for (const std::string& u : umaps) {
+        row.push_back(BytesMedian(Metric(pw, u, th, GetCachePeak)));
+      }
+      for (const std::string& b : backends_) {
+        row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
+      }
+      for (const std::string& u : umaps) {
+        Spread s = Metric(pw, u, th, GetReadKib);
         row.push_back(s.n ? absl::StrFormat("%.1f", s.median) : "-");
       }
       t.push_back(row);
     }
     out += RenderMarkdown(t);
-    int failed = 0;
-    for (const auto& [b, runs] : pw.runs) {
-      for (const auto& [k, r] : runs) failed += !r.verified;
+    if (const int failed = Failed(pw)) {
+      absl::StrAppend(&out, "\n**", failed, " run(s) failed verification.**\n");
     }
-    if (failed) absl::StrAppend(&out, "\n**", failed, " run(s) failed verification.**\n");
   }
   return out;
 }
@@ -291,14 +322,13 @@ absl::Status Report::WritePlots(const std::string& dir, const std::string& label
       std::ofstream dat(stem + ".dat");
       if (!dat) return absl::InternalError(absl::StrCat("cannot write ", stem, ".dat"));
       dat << "# threads";
-      for (Backend b : backends_) {
-        dat << " " << BackendName(b) << "_median " << BackendName(b) << "_min "
-            << BackendName(b) << "_max";
+      for (const std::string& b : backends_) {
+        dat << " " << b << "_median " << b << "_min " << b << "_max";
       }
       dat << "\n";
       for (unsigned th : Threads(pw)) {
         dat << th;
-        for (Backend b : backends_) {
+        for (const std::string& b : backends_) {
           Spread s = Metric(pw, b, th, GetOps);
           if (s.n == 0) {
             dat << " NaN NaN NaN";
@@ -319,8 +349,8 @@ absl::Status Report::WritePlots(const std::string& dir, const std::string& label
        << "set datafile missing 'NaN'\nplot ";
     for (size_t i = 0; i < backends_.size(); ++i) {
       const int c = 2 + 3 * static_cast<int>(i);
-      gp << (i ? ", " : "") << "'" << stem << ".dat' using 1:" << c << ":" << c + 1 << ":"
-         << c + 2 << " with yerrorlines lw 2 title '" << BackendName(backends_[i]) << "'";
+      gp << (i ? ", " : "") << "'" << stem << ".dat' using 1:" << c << ":" << c + 1 << ":" << c + 2
+         << " with yerrorlines lw 2 title '" << backends_[i] << "'";
     }
     gp << "\n";
   }

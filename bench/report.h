@@ -9,10 +9,12 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bench/workload.h"
+#include "bench/backend.h"
+#include "bench/run_result.h"
 
 namespace umap_bench {
 
@@ -25,8 +27,9 @@ Spread SpreadOf(std::vector<double> v);
 
 class Report {
  public:
-  // `backends` fixes the column order; `context` is printed above each table.
-  Report(std::vector<Backend> backends, std::string context)
+  // `backends` (names) fixes the column order; `context` is printed above each table. The
+  // ratio columns are every umap-family backend against every other backend.
+  Report(std::vector<std::string> backends, std::string context)
       : backends_(std::move(backends)), context_(std::move(context)) {}
 
   void Add(const RunResult& r, const std::string& workload_title);
@@ -52,16 +55,24 @@ class Report {
   struct PerWorkload {
     std::string title;
     // backend -> (threads, repeat) -> result
-    std::map<Backend, std::map<Key, RunResult>> runs;
+    std::map<std::string, std::map<Key, RunResult>> runs;
   };
   std::vector<unsigned> Threads(const PerWorkload& pw) const;
-  Spread Metric(const PerWorkload& pw, Backend b, unsigned threads,
+  std::string ThroughputText(const PerWorkload& pw) const;
+  std::string MemoryText(const PerWorkload& pw) const;
+  int Failed(const PerWorkload& pw) const;  // runs that did not verify
+  Spread Metric(const PerWorkload& pw, const std::string& b, unsigned threads,
                 double (*get)(const RunResult&)) const;
   // Ratio a/b of ops/s per repeat, then the spread.
-  Spread Ratio(const PerWorkload& pw, Backend a, Backend b, unsigned threads) const;
-  bool Has(const PerWorkload& pw, Backend b) const { return pw.runs.count(b) > 0; }
+  Spread Ratio(const PerWorkload& pw, const std::string& a, const std::string& b,
+               unsigned threads) const;
+  bool Has(const PerWorkload& pw, const std::string& b) const { return pw.runs.count(b) > 0; }
+  // (subject, reference) pairs with runs in pw: umap-family backends against the others.
+  std::vector<std::pair<std::string, std::string>> RatioPairs(const PerWorkload& pw) const;
+  // The umap-family backends with runs in pw.
+  std::vector<std::string> UmapBackends(const PerWorkload& pw) const;
 
-  std::vector<Backend> backends_;
+  std::vector<std::string> backends_;
   std::string context_;
   std::vector<std::string> order_;  // workload names, first-seen order
   std::map<std::string, PerWorkload> workloads_;

@@ -13,6 +13,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/human.h"
+#include "bench/run_json.h"
 #include "bench/workload.h"
 #include "umap/umap.hpp"
 
@@ -52,8 +54,10 @@ int Main(int argc, char** argv) {
 
   const uint64_t row = kColumns * sizeof(double);
   if (size < row * threads || size % row != 0) {
-    std::fprintf(stderr, "umap-demo: --size must be a multiple of %llu bytes (one row), at "
-                 "least one row per thread\n", static_cast<unsigned long long>(row));
+    std::fprintf(stderr,
+                 "umap-demo: --size must be a multiple of %llu bytes (one row), at "
+                 "least one row per thread\n",
+                 static_cast<unsigned long long>(row));
     return 2;
   }
   std::error_code ec;
@@ -64,12 +68,12 @@ int Main(int argc, char** argv) {
   }
   const std::string path = absl::StrCat(dir, "/umap-demo-matrix-", ::getpid(), ".f64");
   const auto start = std::chrono::steady_clock::now();
-  std::printf("umap-demo: %llu x %llu matrix of doubles, A[r][c] = r*%llu + c + 1, in %s (%s); "
-              "umap cache %s (1/%llu of the file); %u threads\n",
-              static_cast<unsigned long long>(size / row),
-              static_cast<unsigned long long>(kColumns),
-              static_cast<unsigned long long>(kColumns), path.c_str(), HumanBytes(size).c_str(),
-              HumanBytes(cache).c_str(), static_cast<unsigned long long>(size / cache), threads);
+  std::printf(
+      "umap-demo: %llu x %llu matrix of doubles, A[r][c] = r*%llu + c + 1, in %s (%s); "
+      "umap cache %s (1/%llu of the file); %u threads\n",
+      static_cast<unsigned long long>(size / row), static_cast<unsigned long long>(kColumns),
+      static_cast<unsigned long long>(kColumns), path.c_str(), HumanBytes(size).c_str(),
+      HumanBytes(cache).c_str(), static_cast<unsigned long long>(size / cache), threads);
   std::fflush(stdout);
   auto file = BenchFile::Open(path, size);
   if (!file.ok()) {
@@ -107,20 +111,21 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "umap-demo: %s\n", defaults.status().ToString().c_str());
     return 2;
   }
-  BackendConfig bc;
-  bc.cache_bytes = cache;
-  bc.block_size = defaults->block_size;
-  bc.handler_threads = defaults->handler_threads;
-  bc.writeback_threads = defaults->writeback_threads;
-  bc.policy = defaults->policy;
-  bc.journal_mode = defaults->journal_mode;
-  bc.journal_dir = defaults->journal_dir ? defaults->journal_dir : "";
+  RunConfig rc;
+  BackendOptions& bo = rc.options;
+  bo.cache_bytes = cache;
+  bo.block_size = defaults->block_size;
+  bo.handler_threads = defaults->handler_threads;
+  bo.writeback_threads = defaults->writeback_threads;
+  bo.policy = defaults->policy;
+  bo.journal_mode = defaults->journal_mode;
+  bo.journal_dir = defaults->journal_dir ? defaults->journal_dir : "";
   std::printf("umap: block %s, %u handler threads, policy %s, journal %s%s\n",
-              HumanBytes(bc.block_size).c_str(), bc.handler_threads, PolicyName(bc.policy),
-              JournalModeName(bc.journal_mode),
-              bc.journal_dir.empty() ? " (automatic directory)"
-                                     : absl::StrCat(" in ", bc.journal_dir).c_str());
-  bc.stall_seconds = 120;
+              HumanBytes(bo.block_size).c_str(), bo.handler_threads, PolicyName(bo.policy),
+              JournalModeName(bo.journal_mode),
+              bo.journal_dir.empty() ? " (automatic directory)"
+                                     : absl::StrCat(" in ", bo.journal_dir).c_str());
+  rc.stall_seconds = 120;
 
   struct Row {
     std::string phase;
@@ -130,28 +135,27 @@ int Main(int argc, char** argv) {
   std::vector<std::string> problems;
   uint32_t tag = static_cast<uint32_t>(::getpid()) % kMaxTag + 1;
   for (const Phase& ph : phases) {
-    for (Backend b : {Backend::kUmap, Backend::kMmap}) {
-      bc.backend = b;
+    for (const char* b : {"umap", "mmap"}) {
+      rc.backend = b;
       tag = tag % kMaxTag + 1;
-      auto r = RunOnce(*file, ph.w, bc, 0, tag);
+      auto r = RunOnce(*file, ph.w, rc, 0, tag);
       if (!r.ok()) {
-        std::fprintf(stderr, "umap-demo: %s through %s: %s\n", ph.name, BackendName(b),
+        std::fprintf(stderr, "umap-demo: %s through %s: %s\n", ph.name, b,
                      r.status().ToString().c_str());
         remove_file();
         return 1;
       }
-      std::printf("  %-18s %-5s %9s ops/s  %7.1f MB/s  %6.2f s  %s\n", ph.name, BackendName(b),
+      std::printf("  %-18s %-5s %9s ops/s  %7.1f MB/s  %6.2f s  %s\n", ph.name, b,
                   HumanCount(r->ops_per_s).c_str(), r->mb_per_s, r->wall_s,
                   r->verified ? "checked OK" : "CHECK FAILED");
       std::fflush(stdout);
       if (!r->verified) {
-        problems.push_back(absl::StrCat(ph.name, " through ", BackendName(b), ": ", r->error));
-        std::fprintf(stderr, "umap-demo: %s through %s: %s\n", ph.name, BackendName(b),
-                     r->error.c_str());
+        problems.push_back(absl::StrCat(ph.name, " through ", b, ": ", r->error));
+        std::fprintf(stderr, "umap-demo: %s through %s: %s\n", ph.name, b, r->error.c_str());
       }
       if (!json.empty()) {
         if (FILE* out = std::fopen(json.c_str(), "a")) {
-          std::fprintf(out, "%s\n", ToJson(*r, ph.w, bc, *file, "demo").c_str());
+          std::fprintf(out, "%s\n", ToJson(*r, ph.w, rc, *file, "demo").c_str());
           std::fclose(out);
         }
       }
@@ -160,20 +164,18 @@ int Main(int argc, char** argv) {
   }
   remove_file();
 
-  std::printf("\n%-18s | %-5s | %9s | %8s | %-23s | %-15s | %9s | %s\n", "workload", "via",
-              "ops/s", "MB/s", "umap cache used / peak", "file page cache", "faults",
-              "check");
+  std::printf("\n%-18s | %-5s | %9s | %8s | %-23s | %-15s | %9s | %s\n", "workload", "via", "ops/s",
+              "MB/s", "umap cache used / peak", "file page cache", "faults", "check");
   std::printf("%s\n", std::string(118, '-').c_str());
   for (const Row& x : rows) {
     const RunResult& r = x.r;
-    std::string cache_col =
-        r.backend == Backend::kUmap
-            ? absl::StrCat(HumanBytes(r.umap_cache_used), " / ", HumanBytes(r.umap_cache_peak))
-            : "-";
+    std::string cache_col = r.backend == "umap" ? absl::StrCat(HumanBytes(r.umap_cache_used), " / ",
+                                                               HumanBytes(r.umap_cache_peak))
+                                                : "-";
     std::printf("%-18s | %-5s | %9s | %8.1f | %-23s | %-15s | %9llu | %s\n", x.phase.c_str(),
-                BackendName(r.backend), HumanCount(r.ops_per_s).c_str(), r.mb_per_s,
-                cache_col.c_str(), HumanBytes(r.file_cached_bytes).c_str(),
-                static_cast<unsigned long long>(r.faults), r.verified ? "OK" : "FAILED");
+                r.backend.c_str(), HumanCount(r.ops_per_s).c_str(), r.mb_per_s, cache_col.c_str(),
+                HumanBytes(r.file_cached_bytes).c_str(), static_cast<unsigned long long>(r.faults),
+                r.verified ? "OK" : "FAILED");
   }
   std::string ratios;
   uint64_t umap_peak = 0, mmap_cached = 0;
@@ -187,15 +189,17 @@ int Main(int argc, char** argv) {
   }
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("\nfaults: umap = faults its handlers resolved (missing + write-protect); mmap = "
-              "minor + major page faults of the process during the run.\n");
+  std::printf(
+      "\nfaults: umap = faults its handlers resolved (missing + write-protect); mmap = "
+      "minor + major page faults of the process during the run.\n");
   if (problems.empty()) {
-    std::printf("verdict: PASS in %.0f s: every row read was checked and the whole file was "
-                "verified after each write run; umap's cache peaked at %s of its %s budget "
-                "while mmap left up to %s of the file in the page cache; umap/mmap throughput "
-                "(this machine, this run): %s.\n",
-                total, HumanBytes(umap_peak).c_str(), HumanBytes(cache).c_str(),
-                HumanBytes(mmap_cached).c_str(), ratios.c_str());
+    std::printf(
+        "verdict: PASS in %.0f s: every row read was checked and the whole file was "
+        "verified after each write run; umap's cache peaked at %s of its %s budget "
+        "while mmap left up to %s of the file in the page cache; umap/mmap throughput "
+        "(this machine, this run): %s.\n",
+        total, HumanBytes(umap_peak).c_str(), HumanBytes(cache).c_str(),
+        HumanBytes(mmap_cached).c_str(), ratios.c_str());
     return 0;
   }
   std::printf("verdict: FAIL: %zu check(s) failed: %s\n", problems.size(),
