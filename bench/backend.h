@@ -51,12 +51,19 @@ struct BackendOptions {
   Advice advice = Advice::kDefault;
 };
 
+// What Open needs to know about the run.
+struct OpenParams {
+  bool writable = false;  // write and mixed runs
+  unsigned threads = 1;   // worker threads; Read/Write/Sync get thread indices below this
+  size_t op_size = 4096;  // bytes per op; every op's offset is a multiple of it
+};
+
 class BenchBackend {
  public:
   virtual ~BenchBackend() = default;
 
-  // Makes the file reachable for `threads` workers; `writable` for write and mixed runs.
-  virtual absl::Status Open(const BenchFile& file, bool writable, unsigned threads) = 0;
+  // Makes the file reachable for the run's workers.
+  virtual absl::Status Open(const BenchFile& file, const OpenParams& p) = 0;
 
   // The hot path. Read copies n bytes at file offset off into buf. Write stores the tag's
   // words (FillWords) for those n bytes; buf is the thread's own n-byte scratch buffer

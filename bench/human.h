@@ -5,10 +5,14 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
+
 namespace umap_bench {
 
 std::string HumanBytes(uint64_t n);
 std::string HumanCount(double v);
+// "16M" -> 16 MiB, "4K", "1G", "4096" (binary suffixes K/M/G/T, either case).
+absl::StatusOr<uint64_t> ParseBytes(const std::string& s);
 
 }  // namespace umap_bench
 

@@ -18,9 +18,9 @@ class MmapBackend final : public MappedBackend {
  public:
   explicit MmapBackend(Advice advice) : advice_(advice) {}
 
-  absl::Status Open(const BenchFile& file, bool writable, unsigned) override {
-    ASSIGN_OR_RETURN(fd_, OpenFile(file.path(), writable ? O_RDWR : O_RDONLY));
-    const int prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
+  absl::Status Open(const BenchFile& file, const OpenParams& params) override {
+    ASSIGN_OR_RETURN(fd_, OpenFile(file.path(), params.writable ? O_RDWR : O_RDONLY));
+    const int prot = params.writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
     void* p = ::mmap(nullptr, file.size(), prot, MAP_SHARED, fd_.get(), 0);
     if (p == MAP_FAILED) return Errno(errno, absl::StrCat("mmap ", file.path()));
     base_ = static_cast<char*>(p);
@@ -48,6 +48,11 @@ class MmapBackend final : public MappedBackend {
   absl::Status Sync(unsigned) override {
     if (::msync(base_, len_, MS_SYNC) != 0) return Errno(errno, "msync of the whole mapping");
     return absl::OkStatus();
+  }
+
+  void Collect(RunResult& r) const override {
+    r.misses = r.major_faults;
+    r.misses_counted = true;
   }
 
   absl::Status Close() override {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/backend.h"
 #include "bench/human.h"
 
 namespace umap_bench {
@@ -34,8 +35,10 @@ std::string RenderText(const Table& t) {
     for (size_t c = 0; c < t[r].size(); ++c) {
       const std::string& s = t[r][c];
       std::string pad(width[c] - Width(s), ' ');
-      // Numbers right-aligned, the header and the first column left.
-      out += (c == 0 || r == 0) ? s + pad : pad + s;
+      // Numbers right-aligned; the header and the name columns (the first, and a
+      // "backend" column) left.
+      const bool name_column = c == 0 || t[0][c] == "backend";
+      out += (name_column || r == 0) ? s + pad : pad + s;
       out += c + 1 < t[r].size() ? " | " : "\n";
     }
     if (r == 0) {
@@ -53,7 +56,9 @@ std::string RenderMarkdown(const Table& t) {
     out += "| " + absl::StrJoin(t[r], " | ") + " |\n";
     if (r == 0) {
       out += "|";
-      for (size_t c = 0; c < t[r].size(); ++c) out += c == 0 ? "---|" : "---:|";
+      for (size_t c = 0; c < t[r].size(); ++c) {
+        out += c == 0 || t[0][c] == "backend" ? "---|" : "---:|";
+      }
       out += "\n";
     }
   }
@@ -78,22 +83,33 @@ double GetFileCached(const RunResult& r) { return static_cast<double>(r.file_cac
 double GetRss(const RunResult& r) { return static_cast<double>(r.peak_rss); }
 double GetCgroup(const RunResult& r) { return static_cast<double>(r.cgroup_peak); }
 double GetWall(const RunResult& r) { return r.wall_s; }
+double PerOp(const RunResult& r, double v) { return r.ops ? v / static_cast<double>(r.ops) : 0; }
+double GetCpuUsPerOp(const RunResult& r) { return PerOp(r, r.cpu_s * 1e6); }
+double GetSwitchesPerOp(const RunResult& r) {
+  return PerOp(r, static_cast<double>(r.voluntary_switches + r.involuntary_switches));
+}
+double GetFaultsPerOp(const RunResult& r) { return PerOp(r, static_cast<double>(r.faults)); }
+double GetMissesPerS(const RunResult& r) {
+  return r.wall_s > 0 ? static_cast<double>(r.misses) / r.wall_s : 0;
+}
+double GetCpuUsPerMiss(const RunResult& r) {
+  return r.misses ? r.cpu_s * 1e6 / static_cast<double>(r.misses) : 0;
+}
 // Mean size of umap's merged reads (KiB), and reads per op: what merging and read-ahead did.
 double GetReadKib(const RunResult& r) {
   return r.umap_io_reads
              ? static_cast<double>(r.umap_io_bytes) / 1024.0 / static_cast<double>(r.umap_io_reads)
              : 0;
 }
-double GetReadsPerOp(const RunResult& r) {
-  return r.ops ? static_cast<double>(r.umap_io_reads) / static_cast<double>(r.ops) : 0;
-}
+double GetReadsPerOp(const RunResult& r) { return PerOp(r, static_cast<double>(r.umap_io_reads)); }
 double GetWriteKib(const RunResult& r) {
   return r.umap_io_writes ? static_cast<double>(r.umap_io_write_bytes) / 1024.0 /
                                 static_cast<double>(r.umap_io_writes)
                           : 0;
 }
-double GetFaultsPerOp(const RunResult& r) {
-  return r.ops ? static_cast<double>(r.faults) / static_cast<double>(r.ops) : 0;
+
+std::string Fixed(const Spread& s, int digits) {
+  return s.n ? absl::StrFormat("%.*f", digits, s.median) : std::string("-");
 }
 
 }  // namespace
@@ -151,17 +167,10 @@ Spread Report::Ratio(const PerWorkload& pw, const std::string& a, const std::str
   return SpreadOf(std::move(v));
 }
 
-std::vector<std::string> Report::UmapBackends(const PerWorkload& pw) const {
-  std::vector<std::string> out;
-  for (const std::string& b : backends_) {
-    if (BackendFamily(b) == "umap" && Has(pw, b)) out.push_back(b);
-  }
-  return out;
-}
-
 std::vector<std::pair<std::string, std::string>> Report::RatioPairs(const PerWorkload& pw) const {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const std::string& subject : UmapBackends(pw)) {
+  for (const std::string& subject : backends_) {
+    if (BackendFamily(subject) != "umap" || !Has(pw, subject)) continue;
     for (const std::string& ref : backends_) {
       if (BackendFamily(ref) != "umap" && Has(pw, ref)) out.emplace_back(subject, ref);
     }
@@ -169,82 +178,90 @@ std::vector<std::pair<std::string, std::string>> Report::RatioPairs(const PerWor
   return out;
 }
 
-bool Report::has_ratio() const {
-  for (const auto& [name, pw] : workloads_) {
-    if (!RatioPairs(pw).empty()) return true;
+std::string Report::OpsCell(const PerWorkload& pw, const std::string& b, unsigned threads) const {
+  const Spread s = Metric(pw, b, threads, GetOps);
+  if (s.n > 0) return CountSpread(s);
+  auto it = pw.runs.find(b);
+  if (it == pw.runs.end()) return "-";
+  bool any = false, oom = false;
+  for (const auto& [k, r] : it->second) {
+    if (k.threads != threads) continue;
+    any = true;
+    oom |= r.oom_kills > 0;
   }
-  return false;
+  return !any ? "-" : oom ? "OOM" : "FAILED";
 }
 
-std::string Report::ThroughputText(const PerWorkload& pw) const {
+Report::Table Report::ThroughputTable(const PerWorkload& pw, bool markdown) const {
+  const auto pairs = RatioPairs(pw);
+  std::vector<std::string> ratio_heads;
+  for (const auto& [a, b] : pairs) {
+    ratio_heads.push_back(markdown && a == "umap" && b == "mmap"
+                              ? std::string("**umap/mmap** (min–max)")
+                              : absl::StrCat(a, "/", b, " (min–max)"));
+  }
+  std::vector<std::string> ops_heads;
+  for (const std::string& b : backends_) ops_heads.push_back(absl::StrCat(b, " ops/s (min–max)"));
   Table t;
   std::vector<std::string> h = {"threads"};
-  for (const std::string& b : backends_) h.push_back(absl::StrCat(b, " ops/s (min–max)"));
-  const auto pairs = RatioPairs(pw);
-  for (const auto& [a, b] : pairs) h.push_back(absl::StrCat(a, "/", b, " (min–max)"));
+  // Markdown puts the ratios first: they are the result; the terminal puts the rates first.
+  for (const auto& group :
+       markdown ? std::vector{ratio_heads, ops_heads} : std::vector{ops_heads, ratio_heads}) {
+    h.insert(h.end(), group.begin(), group.end());
+  }
   t.push_back(h);
   for (unsigned th : Threads(pw)) {
+    std::vector<std::string> ops, ratios;
+    for (const std::string& b : backends_) ops.push_back(OpsCell(pw, b, th));
+    for (const auto& [a, b] : pairs) ratios.push_back(RatioSpread(Ratio(pw, a, b, th)));
     std::vector<std::string> row = {absl::StrCat(th)};
-    for (const std::string& b : backends_) {
-      row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
+    for (const auto& group : markdown ? std::vector{ratios, ops} : std::vector{ops, ratios}) {
+      row.insert(row.end(), group.begin(), group.end());
     }
-    for (const auto& [a, b] : pairs) row.push_back(RatioSpread(Ratio(pw, a, b, th)));
     t.push_back(row);
   }
-  return RenderText(t);
+  return t;
 }
 
-std::string Report::MemoryText(const PerWorkload& pw) const {
-  bool cg = false;
+Report::Table Report::DetailTable(const PerWorkload& pw) const {
+  bool cgroup = false;
   for (const auto& [b, runs] : pw.runs) {
-    for (const auto& [k, r] : runs) cg |= r.cgroup_peak > 0;
+    for (const auto& [k, r] : runs) cgroup |= r.cgroup_limit > 0;
   }
-  const std::vector<std::string> umaps = UmapBackends(pw);
-  auto median = [](const Spread& s) {
-    return s.n ? absl::StrFormat("%.2f", s.median) : std::string("-");
-  };
-  Table m;
-  std::vector<std::string> mh = {"threads"};
-  for (const std::string& u : umaps) mh.push_back(absl::StrCat(u, " cache peak"));
-  for (const std::string& b : backends_) mh.push_back(absl::StrCat("file page cache ", b));
-  for (const std::string& b : backends_) mh.push_back(absl::StrCat("peak RSS ", b));
-  if (cg) {
-    for (const std::string& b : backends_) mh.push_back(absl::StrCat("cgroup peak ", b));
-    for (const std::string& b : backends_) mh.push_back(absl::StrCat("wall s ", b));
+  Table t;
+  std::vector<std::string> h = {"threads", "backend"};
+  if (cgroup) h.push_back("cgroup peak");
+  for (const char* c :
+       {"peak RSS", "file page cache", "umap cache peak", "CPU us/op", "ctx sw/op", "faults/op",
+        "misses/s", "CPU us/miss", "umap KiB/read", "umap reads/op", "umap KiB/write", "wall s"}) {
+    h.push_back(c);
   }
-  for (const std::string& b : backends_) mh.push_back(absl::StrCat("faults/op ", b));
-  for (const std::string& u : umaps) {
-    mh.push_back(absl::StrCat(u, " KiB/read"));
-    mh.push_back(absl::StrCat(u, " reads/op"));
-    mh.push_back(absl::StrCat(u, " KiB/write"));
-  }
-  m.push_back(mh);
+  t.push_back(h);
   for (unsigned th : Threads(pw)) {
-    std::vector<std::string> row = {absl::StrCat(th)};
-    for (const std::string& u : umaps) {
-      row.push_back(BytesMedian(Metric(pw, u, th, GetCachePeak)));
-    }
     for (const std::string& b : backends_) {
-      row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
-    }
-    for (const std::string& b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetRss)));
-    if (cg) {
-      for (const std::string& b : backends_) {
-        row.push_back(BytesMedian(Metric(pw, b, th, GetCgroup)));
-      }
-      for (const std::string& b : backends_) row.push_back(median(Metric(pw, b, th, GetWall)));
-    }
-    for (const std::string& b : backends_) {
-      row.push_back(median(Metric(pw, b, th, GetFaultsPerOp)));
-    }
-    for (const std::string& u : umaps) {
+      if (!Has(pw, b)) continue;
+      const bool umap = BackendFamily(b) == "umap";
+      bool counted = false;
+      for (const auto& [k, r] : pw.runs.at(b)) counted |= k.threads == th && r.misses_counted;
+      auto m = [&](double (*get)(const RunResult&)) { return Metric(pw, b, th, get); };
+      std::vector<std::string> row = {absl::StrCat(th), b};
+      if (cgroup) row.push_back(BytesMedian(m(GetCgroup)));
+      row.push_back(BytesMedian(m(GetRss)));
+      row.push_back(BytesMedian(m(GetFileCached)));
+      row.push_back(umap ? BytesMedian(m(GetCachePeak)) : "-");
+      row.push_back(Fixed(m(GetCpuUsPerOp), 1));
+      row.push_back(Fixed(m(GetSwitchesPerOp), 2));
+      row.push_back(Fixed(m(GetFaultsPerOp), 2));
+      row.push_back(counted ? CountSpread(m(GetMissesPerS)) : "-");
+      row.push_back(counted ? Fixed(m(GetCpuUsPerMiss), 1) : "-");
       for (auto get : {GetReadKib, GetReadsPerOp, GetWriteKib}) {
-        row.push_back(median(Metric(pw, u, th, get)));
+        row.push_back(umap ? Fixed(m(get), 2) : "-");
       }
+      row.push_back(Fixed(m(GetWall), 2));
+      t.push_back(row);
     }
-    m.push_back(row);
   }
-  return RenderText(m);
+  return t;
 }
 
 int Report::Failed(const PerWorkload& pw) const {
@@ -260,8 +277,9 @@ std::string Report::Text() const {
   for (const std::string& name : order_) {
     const PerWorkload& pw = workloads_.at(name);
     absl::StrAppend(&out, "\n== ", name, ": ", pw.title, " ==\n", context_, "\n");
-    out += ThroughputText(pw);
-    absl::StrAppend(&out, "memory and faults (medians over the verified runs):\n", MemoryText(pw));
+    out += RenderText(ThroughputTable(pw, /*markdown=*/false));
+    absl::StrAppend(&out, "per backend (medians over the verified runs):\n",
+                    RenderText(DetailTable(pw)));
     if (const int failed = Failed(pw)) {
       absl::StrAppend(&out, "!! ", failed,
                       " run(s) of this workload FAILED (errors above); they are left out.\n");
@@ -275,38 +293,9 @@ std::string Report::Markdown(const std::string& label) const {
   for (const std::string& name : order_) {
     const PerWorkload& pw = workloads_.at(name);
     absl::StrAppend(&out, "\n### ", label, ": ", name, "\n\n", pw.title, ". ", context_, "\n\n");
-    const auto pairs = RatioPairs(pw);
-    const std::vector<std::string> umaps = UmapBackends(pw);
-    Table t;
-    std::vector<std::string> h = {"threads"};
-    for (const auto& [a, b] : pairs) {
-      h.push_back(a == "umap" && b == "mmap" ? std::string("**umap/mmap** median (min–max)")
-                                             : absl::StrCat(a, "/", b, " median (min–max)"));
-    }
-    for (const std::string& b : backends_) h.push_back(absl::StrCat(b, " ops/s (min–max)"));
-    for (const std::string& u : umaps) h.push_back(absl::StrCat(u, " cache peak"));
-    for (const std::string& b : backends_) h.push_back(absl::StrCat("page cache ", b));
-    for (const std::string& u : umaps) h.push_back(absl::StrCat(u, " KiB/read"));
-    t.push_back(h);
-    for (unsigned th : Threads(pw)) {
-      std::vector<std::string> row = {absl::StrCat(th)};
-      for (const auto& [a, b] : pairs) row.push_back(RatioSpread(Ratio(pw, a, b, th)));
-      for (const std::string& b : backends_) {
-        row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
-      }
-      for (const std::string& u : umaps) {
-        row.push_back(BytesMedian(Metric(pw, u, th, GetCachePeak)));
-      }
-      for (const std::string& b : backends_) {
-        row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
-      }
-      for (const std::string& u : umaps) {
-        Spread s = Metric(pw, u, th, GetReadKib);
-        row.push_back(s.n ? absl::StrFormat("%.1f", s.median) : "-");
-      }
-      t.push_back(row);
-    }
-    out += RenderMarkdown(t);
+    out += RenderMarkdown(ThroughputTable(pw, /*markdown=*/true));
+    out += "\n";
+    out += RenderMarkdown(DetailTable(pw));
     if (const int failed = Failed(pw)) {
       absl::StrAppend(&out, "\n**", failed, " run(s) failed verification.**\n");
     }

@@ -1,5 +1,6 @@
 #include "bench/run_json.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -45,7 +46,11 @@ std::string JsonField(const std::string& line, const std::string& key) {
   if (p < line.size() && line[p] == '"') {
     std::string out;
     for (size_t i = p + 1; i < line.size() && line[i] != '"'; ++i) {
-      if (line[i] == '\\' && i + 1 < line.size()) ++i;
+      if (line[i] == '\\' && i + 1 < line.size()) {
+        ++i;
+        out += line[i] == 'n' ? '\n' : line[i] == 't' ? '\t' : line[i];
+        continue;
+      }
       out += line[i];
     }
     return out;
@@ -54,30 +59,71 @@ std::string JsonField(const std::string& line, const std::string& key) {
   return line.substr(p, e - p);
 }
 
+// The measured fields, in output order; ToJson writes them and ResultFromJson reads them
+// back, so a child's result crosses to its parent whole.
+struct U64Field {
+  const char* key;
+  uint64_t RunResult::*member;
+};
+constexpr U64Field kU64Fields[] = {
+    {"ops", &RunResult::ops},
+    {"faults", &RunResult::faults},
+    {"major_faults", &RunResult::major_faults},
+    {"process_faults", &RunResult::process_faults},
+    {"voluntary_switches", &RunResult::voluntary_switches},
+    {"involuntary_switches", &RunResult::involuntary_switches},
+    {"umap_faults_missing", &RunResult::umap_faults_missing},
+    {"umap_cache_used", &RunResult::umap_cache_used},
+    {"umap_cache_peak", &RunResult::umap_cache_peak},
+    {"umap_cache_limit", &RunResult::umap_cache_limit},
+    {"umap_blocks_read", &RunResult::umap_blocks_read},
+    {"umap_blocks_written", &RunResult::umap_blocks_written},
+    {"umap_evictions", &RunResult::umap_evictions},
+    {"umap_dirty_evictions", &RunResult::umap_dirty_evictions},
+    {"umap_io_errors", &RunResult::umap_io_errors},
+    {"umap_sigbus", &RunResult::umap_sigbus},
+    {"umap_io_reads", &RunResult::umap_io_reads},
+    {"umap_io_bytes", &RunResult::umap_io_bytes},
+    {"umap_io_writes", &RunResult::umap_io_writes},
+    {"umap_io_write_bytes", &RunResult::umap_io_write_bytes},
+    {"umap_prefetched", &RunResult::umap_prefetched},
+    {"file_cached_bytes", &RunResult::file_cached_bytes},
+    {"peak_rss", &RunResult::peak_rss},
+    {"cgroup_limit", &RunResult::cgroup_limit},
+    {"cgroup_peak", &RunResult::cgroup_peak},
+    {"cgroup_limit_hits", &RunResult::cgroup_limit_hits},
+    {"oom_kills", &RunResult::oom_kills},
+    {"read_checks", &RunResult::read_checks},
+    {"misses", &RunResult::misses},
+};
+struct DoubleField {
+  const char* key;
+  double RunResult::*member;
+};
+constexpr DoubleField kDoubleFields[] = {
+    {"wall_s", &RunResult::wall_s},
+    {"ops_per_s", &RunResult::ops_per_s},
+    {"mb_per_s", &RunResult::mb_per_s},
+    {"cpu_s", &RunResult::cpu_s},
+};
+
 }  // namespace
 
 RunResult ResultFromJson(const std::string& line) {
   RunResult r;
   auto u = [&](const char* k) { return std::strtoull(JsonField(line, k).c_str(), nullptr, 10); };
-  auto d = [&](const char* k) { return std::strtod(JsonField(line, k).c_str(), nullptr); };
   r.backend = JsonField(line, "backend");
   r.workload = JsonField(line, "workload");
   r.threads = static_cast<unsigned>(u("threads"));
   r.repeat = static_cast<int>(u("repeat"));
-  r.ops = u("ops");
-  r.wall_s = d("wall_s");
-  r.ops_per_s = d("ops_per_s");
-  r.mb_per_s = d("mb_per_s");
-  r.faults = u("faults");
-  r.umap_cache_peak = u("umap_cache_peak");
-  r.umap_io_reads = u("umap_io_reads");
-  r.umap_io_bytes = u("umap_io_bytes");
-  r.umap_io_writes = u("umap_io_writes");
-  r.umap_io_write_bytes = u("umap_io_write_bytes");
-  r.umap_prefetched = u("umap_prefetched");
-  r.file_cached_bytes = u("file_cached_bytes");
-  r.peak_rss = u("peak_rss");
-  r.cgroup_peak = u("cgroup_peak");
+  r.process = static_cast<unsigned>(u("process"));
+  r.processes = std::max(1u, static_cast<unsigned>(u("processes")));
+  for (const U64Field& f : kU64Fields) r.*f.member = u(f.key);
+  for (const DoubleField& f : kDoubleFields) {
+    r.*f.member = std::strtod(JsonField(line, f.key).c_str(), nullptr);
+  }
+  r.capped = JsonField(line, "capped") == "true";
+  r.misses_counted = JsonField(line, "misses_counted") == "true";
   r.verified = JsonField(line, "verified") == "true";
   r.error = JsonField(line, "error");
   return r;
@@ -95,17 +141,23 @@ std::string ToJson(const RunResult& r, const Workload& w, const RunConfig& rc,
   auto u64 = [&](const char* k, uint64_t v) {
     absl::StrAppend(&j, j.size() > 1 ? "," : "", "\"", k, "\":", v);
   };
+  auto boolean = [&](const char* k, bool v) {
+    absl::StrAppend(&j, j.size() > 1 ? "," : "", "\"", k, "\":", v ? "true" : "false");
+  };
   str("label", label);
   str("workload", r.workload);
   str("backend", r.backend);
   u64("threads", r.threads);
   u64("repeat", static_cast<uint64_t>(r.repeat));
+  u64("process", r.process);
+  u64("processes", r.processes);
   str("pattern", PatternName(w.pattern));
   str("access", AccessName(w.access));
   u64("op_size", w.op_size);
   num("locality", w.locality);
   u64("ops_per_thread", w.ops_per_thread);
   u64("sync_every", w.sync_every);
+  num("max_seconds", rc.max_seconds);
   str("file", file.path());
   u64("file_size", file.size());
   u64("cache_bytes", rc.options.cache_bytes);
@@ -116,32 +168,11 @@ std::string ToJson(const RunResult& r, const Workload& w, const RunConfig& rc,
   str("journal_mode", JournalModeName(rc.options.journal_mode));
   str("journal_dir", rc.options.journal_dir);
   str("madvise", AdviceName(rc.options.advice));
-  u64("ops", r.ops);
-  num("wall_s", r.wall_s);
-  num("ops_per_s", r.ops_per_s);
-  num("mb_per_s", r.mb_per_s);
-  u64("faults", r.faults);
-  u64("major_faults", r.major_faults);
-  u64("process_faults", r.process_faults);
-  u64("umap_cache_used", r.umap_cache_used);
-  u64("umap_cache_peak", r.umap_cache_peak);
-  u64("umap_cache_limit", r.umap_cache_limit);
-  u64("umap_blocks_read", r.umap_blocks_read);
-  u64("umap_blocks_written", r.umap_blocks_written);
-  u64("umap_evictions", r.umap_evictions);
-  u64("umap_dirty_evictions", r.umap_dirty_evictions);
-  u64("umap_io_errors", r.umap_io_errors);
-  u64("umap_sigbus", r.umap_sigbus);
-  u64("umap_io_reads", r.umap_io_reads);
-  u64("umap_io_bytes", r.umap_io_bytes);
-  u64("umap_io_writes", r.umap_io_writes);
-  u64("umap_io_write_bytes", r.umap_io_write_bytes);
-  u64("umap_prefetched", r.umap_prefetched);
-  u64("file_cached_bytes", r.file_cached_bytes);
-  u64("peak_rss", r.peak_rss);
-  u64("cgroup_peak", r.cgroup_peak);
-  u64("read_checks", r.read_checks);
-  absl::StrAppend(&j, ",\"verified\":", r.verified ? "true" : "false");
+  for (const DoubleField& f : kDoubleFields) num(f.key, r.*f.member);
+  for (const U64Field& f : kU64Fields) u64(f.key, r.*f.member);
+  boolean("capped", r.capped);
+  boolean("misses_counted", r.misses_counted);
+  boolean("verified", r.verified);
   str("error", r.error);
   j += "}";
   return j;

@@ -1,14 +1,20 @@
 // umap: a fresh runtime (umap_config_init() defaults and UMAP_* environment, then the
 // BackendOptions) and one umap_ex mapping of the whole file; Sync is umsync, Close is uunmap
-// (which writes back like umsync, so its error fails the run).
+// (which writes back like umsync, so its error fails the run). Variants choose the cache:
+//   umap        cache_bytes = BackendOptions::cache_bytes (--cache, or fitted to the budget)
+//   umap+SIZE   a fixed cache of SIZE bytes (K/M/G suffixes), e.g. umap+16M
+//   umap+lazy   cache_bytes left as umap_config_init() set it (UMAP_CACHE_BYTES or the
+//               runtime's default): the runtime sizes its cache itself
 #include <fcntl.h>
 #include <sys/mman.h>
 
 #include <cerrno>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "bench/human.h"
 #include "bench/mapped_backend.h"
 #include "bench/posix_io.h"
 #include "umap/umap.hpp"
@@ -27,12 +33,14 @@ std::string StatsLine(const umap_stats& s) {
 
 class UmapBackend final : public MappedBackend {
  public:
-  explicit UmapBackend(const BackendOptions& o) : options_(o) {}
+  // cache_bytes 0: keep the runtime's default.
+  UmapBackend(const BackendOptions& o, size_t cache_bytes)
+      : options_(o), cache_bytes_(cache_bytes) {}
 
-  absl::Status Open(const BenchFile& file, bool writable, unsigned) override {
-    ASSIGN_OR_RETURN(fd_, OpenFile(file.path(), writable ? O_RDWR : O_RDONLY));
+  absl::Status Open(const BenchFile& file, const OpenParams& params) override {
+    ASSIGN_OR_RETURN(fd_, OpenFile(file.path(), params.writable ? O_RDWR : O_RDONLY));
     ASSIGN_OR_RETURN(umap_config cfg, Umap::Runtime::DefaultConfig());
-    cfg.cache_bytes = options_.cache_bytes;
+    if (cache_bytes_ != 0) cfg.cache_bytes = cache_bytes_;
     cfg.block_size = options_.block_size;
     cfg.handler_threads = options_.handler_threads;
     cfg.writeback_threads = options_.writeback_threads;
@@ -47,7 +55,7 @@ class UmapBackend final : public MappedBackend {
                        cfg.block_size, "): ", created.status().message()));
     }
     runtime_ = std::make_unique<Umap::Runtime>(std::move(*created));
-    const int prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
+    const int prot = params.writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
     absl::StatusOr<Umap::Mapping> m =
         Umap::Mapping::Open(runtime_->get(), fd_.get(), file.size(), prot);
     if (!m.ok()) {
@@ -72,6 +80,9 @@ class UmapBackend final : public MappedBackend {
   void Collect(RunResult& r) const override {
     const umap_stats st = runtime_->Stats();
     r.faults = st.faults_missing + st.faults_wp;
+    r.umap_faults_missing = st.faults_missing;
+    r.misses = st.faults_missing;
+    r.misses_counted = true;
     r.umap_cache_used = st.cache_bytes_used;
     r.umap_cache_peak = st.cache_bytes_peak;
     r.umap_cache_limit = st.cache_bytes_limit;
@@ -100,6 +111,7 @@ class UmapBackend final : public MappedBackend {
 
  private:
   const BackendOptions options_;
+  const size_t cache_bytes_;
   Fd fd_;
   // Declaration order: the mapping is destroyed before the runtime.
   std::unique_ptr<Umap::Runtime> runtime_;
@@ -108,13 +120,20 @@ class UmapBackend final : public MappedBackend {
 
 absl::StatusOr<std::unique_ptr<BenchBackend>> NewUmapBackend(const std::string& variant,
                                                              const BackendOptions& options) {
-  if (!variant.empty()) return absl::InvalidArgumentError("umap takes no variant");
-  return std::make_unique<UmapBackend>(options);
+  if (variant.empty()) return std::make_unique<UmapBackend>(options, options.cache_bytes);
+  if (variant == "lazy") return std::make_unique<UmapBackend>(options, 0);
+  absl::StatusOr<uint64_t> cache = ParseBytes(variant);
+  if (!cache.ok() || *cache == 0) {
+    return absl::InvalidArgumentError("umap takes no variant, +lazy or +SIZE (e.g. +16M)");
+  }
+  return std::make_unique<UmapBackend>(options, *cache);
 }
 
 }  // namespace
 
-UMAP_BENCH_REGISTER_BACKEND("umap", "a umap runtime (--cache, --block-size, ...) and umap_ex",
+UMAP_BENCH_REGISTER_BACKEND("umap",
+                            "a umap runtime (--cache, --block-size, ...) and umap_ex; +SIZE: "
+                            "that cache; +lazy: the runtime's own cache size",
                             NewUmapBackend);
 
 }  // namespace umap_bench

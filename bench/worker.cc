@@ -41,7 +41,7 @@ inline bool CheckRead(const uint64_t* buf, uint64_t first_word, size_t n, ReadCh
 }  // namespace
 
 void WorkerLoop(BenchBackend& backend, const Workload& w, uint64_t items, unsigned t, int repeat,
-                uint32_t tag, const std::atomic<bool>& go, Worker& me) {
+                uint32_t tag, const WorkerFlags& flags, Worker& me) {
   const size_t op = w.op_size;
   const size_t words = op / 8;
   char* buf = static_cast<char*>(std::aligned_alloc(4096, (op + 4095) / 4096 * 4096));
@@ -54,8 +54,11 @@ void WorkerLoop(BenchBackend& backend, const Workload& w, uint64_t items, unsign
               w.seed * 0x9e3779b97f4a7c15ull + t * 0x632be59bd9b4e019ull + repeat * 7919 + tag);
   const bool writes = w.writes();
   if (writes) me.written.assign((items + 63) / 64, 0);
-  go.wait(false, std::memory_order_acquire);
+  flags.go.wait(false, std::memory_order_acquire);
   for (uint64_t i = 0; i < w.ops_per_thread; ++i) {
+    if (flags.stop.load(std::memory_order_relaxed)) [[unlikely]] {
+      break;
+    }
     const uint64_t item = gen.Next();
     me.item_now.store(item, std::memory_order_relaxed);
     const uint64_t off = item * op;

@@ -27,9 +27,16 @@ struct alignas(64) Worker {
   absl::Status error;     // first I/O or sync error; the thread stops there
 };
 
-// Thread `t`'s ops of run `repeat` with write tag `tag` over `items` items, after `go`.
+// Start and stop flags shared by the workers of one run.
+struct WorkerFlags {
+  std::atomic<bool> go{false};    // set once: start the ops
+  std::atomic<bool> stop{false};  // set at most once: stop before the next op
+};
+
+// Thread `t`'s ops of run `repeat` with write tag `tag` over `items` items, after
+// flags.go, until done, an error, or flags.stop.
 void WorkerLoop(BenchBackend& backend, const Workload& w, uint64_t items, unsigned t, int repeat,
-                uint32_t tag, const std::atomic<bool>& go, Worker& me);
+                uint32_t tag, const WorkerFlags& flags, Worker& me);
 
 }  // namespace umap_bench
 

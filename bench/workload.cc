@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "bench/posix_io.h"
 #include "bench/sigbus_report.h"
@@ -33,14 +35,66 @@ uint64_t PeakRss() {
   return 0;
 }
 
-struct FaultCounts {
-  uint64_t minor = 0, major = 0;
+// getrusage of the whole process: every thread, the runtime's included.
+struct ProcessUsage {
+  uint64_t minor_faults = 0, major_faults = 0;
+  double cpu_s = 0;
+  uint64_t voluntary_switches = 0, involuntary_switches = 0;
 };
-FaultCounts ProcessFaults() {
+ProcessUsage Usage() {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
-  return {static_cast<uint64_t>(ru.ru_minflt), static_cast<uint64_t>(ru.ru_majflt)};
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return {static_cast<uint64_t>(ru.ru_minflt), static_cast<uint64_t>(ru.ru_majflt),
+          seconds(ru.ru_utime) + seconds(ru.ru_stime), static_cast<uint64_t>(ru.ru_nvcsw),
+          static_cast<uint64_t>(ru.ru_nivcsw)};
 }
+
+// The worker threads of one run: started waiting, released together, joined by Wait or at
+// the latest by the destructor (so an error between start and release cannot leave a
+// joinable thread behind).
+class WorkerThreads {
+ public:
+  WorkerThreads(BenchBackend& backend, const Workload& w, uint64_t items, int repeat, uint32_t tag,
+                std::vector<std::unique_ptr<Worker>>& workers) {
+    for (unsigned t = 0; t < w.threads; ++t) {
+      threads_.emplace_back([&, t, items, repeat, tag] {
+        WorkerLoop(backend, w, items, t, repeat, tag, flags_, *workers[t]);
+        absl::MutexLock l(&mu_);
+        ++finished_;
+      });
+    }
+  }
+  ~WorkerThreads() {
+    flags_.stop.store(true);
+    Release();
+    for (auto& th : threads_) th.join();
+  }
+  void Release() {
+    flags_.go.store(true, std::memory_order_release);
+    flags_.go.notify_all();
+  }
+  // Waits until every worker is done; with max_seconds > 0 stops them at that deadline.
+  // Returns true when they were stopped.
+  bool Wait(double max_seconds) {
+    bool capped = false;
+    if (max_seconds > 0) {
+      absl::MutexLock l(&mu_);
+      auto all_done = [this] { return finished_ == threads_.size(); };
+      capped = !mu_.AwaitWithTimeout(absl::Condition(&all_done), absl::Seconds(max_seconds));
+    }
+    if (capped) flags_.stop.store(true);
+    for (auto& th : threads_) th.join();
+    threads_.clear();
+    return capped;
+  }
+
+ private:
+  WorkerFlags flags_;
+  absl::Mutex mu_;
+  size_t finished_ = 0;  // guarded by mu_
+  std::vector<std::thread> threads_;
+};
 
 absl::Status ValidateRun(const BenchFile& file, const Workload& w, uint32_t tag) {
   if (w.op_size == 0 || w.op_size % 8 != 0 || file.size() % w.op_size != 0) {
@@ -60,48 +114,38 @@ absl::Status ValidateRun(const BenchFile& file, const Workload& w, uint32_t tag)
 // What the timed region measured.
 struct Timed {
   double wall_s = 0;
-  FaultCounts before, after;
+  ProcessUsage before, after;
   absl::Status final_sync;
-  uint64_t peak_rss = 0, cgroup_peak = 0;
+  uint64_t peak_rss = 0;
+  bool capped = false;
 };
 
-// Resets the per-run peaks, starts the workers, releases them together and times until they
-// are done and (for writes) the final sync has returned.
+// Starts the workers, passes the start gate, releases them together and times until they
+// are done (or stopped at max_seconds) and, for writes, the final sync has returned.
 absl::StatusOr<Timed> RunTimed(BenchBackend& backend, const Workload& w, const RunConfig& rc,
                                uint64_t items, int repeat, uint32_t tag,
                                std::vector<std::unique_ptr<Worker>>& workers, Watchdog& watchdog) {
-  // Reset the per-run peaks just before the start.
+  WorkerThreads threads(backend, w, items, repeat, tag, workers);
+  if (rc.start_gate) RETURN_IF_ERROR(rc.start_gate());
+  // Reset the per-run peak just before the start.
   if (!WriteSmallFile("/proc/self/clear_refs", "5").ok()) {
     // Old kernel or no procfs: peak_rss is then the process's peak so far.
   }
-  if (!rc.cgroup_dir.empty()) {
-    RETURN_IF_ERROR(WriteSmallFile(rc.cgroup_dir + "/memory.max_usage_in_bytes", "0"));
-  }
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < w.threads; ++t) {
-    threads.emplace_back(
-        [&, t] { WorkerLoop(backend, w, items, t, repeat, tag, go, *workers[t]); });
-  }
   Timed m;
-  m.before = ProcessFaults();
+  m.before = Usage();
   const auto t0 = Clock::now();
-  go.store(true, std::memory_order_release);
-  go.notify_all();
-  for (auto& th : threads) th.join();
+  threads.Release();
+  m.capped = threads.Wait(rc.max_seconds);
   if (w.writes()) {
     watchdog.SetPhase("final sync");
     m.final_sync = backend.Sync(0);
   }
   const auto t1 = Clock::now();
-  m.after = ProcessFaults();
+  m.after = Usage();
+  if (rc.timed_end) rc.timed_end();
   watchdog.SetPhase("after the run");
   m.wall_s = std::chrono::duration<double>(t1 - t0).count();
   m.peak_rss = PeakRss();
-  if (!rc.cgroup_dir.empty()) {
-    auto peak = ReadNumberFile(rc.cgroup_dir + "/memory.max_usage_in_bytes");
-    if (peak.ok()) m.cgroup_peak = *peak;
-  }
   return m;
 }
 
@@ -111,13 +155,16 @@ void AddMeasurements(const Timed& m, const Workload& w,
                      std::vector<std::string>& errors) {
   r.wall_s = m.wall_s;
   r.peak_rss = m.peak_rss;
-  r.cgroup_peak = m.cgroup_peak;
+  r.capped = m.capped;
   for (auto& wk : workers) r.ops += wk->done.load();
   r.ops_per_s = r.wall_s > 0 ? static_cast<double>(r.ops) / r.wall_s : 0;
   r.mb_per_s = r.ops_per_s * static_cast<double>(w.op_size) / 1e6;
-  r.process_faults = (m.after.minor - m.before.minor) + (m.after.major - m.before.major);
-  r.major_faults = m.after.major - m.before.major;
+  r.major_faults = m.after.major_faults - m.before.major_faults;
+  r.process_faults = (m.after.minor_faults - m.before.minor_faults) + r.major_faults;
   r.faults = r.process_faults;
+  r.cpu_s = m.after.cpu_s - m.before.cpu_s;
+  r.voluntary_switches = m.after.voluntary_switches - m.before.voluntary_switches;
+  r.involuntary_switches = m.after.involuntary_switches - m.before.involuntary_switches;
   for (auto& wk : workers) {
     r.read_checks += wk->read_checks;
     if (!wk->error.ok()) errors.push_back(wk->error.ToString());
@@ -196,6 +243,7 @@ std::string Workload::Name() const {
   if (pattern == Pattern::kRandom && locality > 0) absl::StrAppend(&n, "-L", locality);
   if (pattern == Pattern::kStrided) absl::StrAppend(&n, "-s", stride_items);
   if (writes() && sync_every > 0) absl::StrAppend(&n, "-sync", sync_every);
+  if (processes > 1) absl::StrAppend(&n, "-x", processes);
   return n;
 }
 
@@ -214,7 +262,11 @@ absl::StatusOr<RunResult> RunOnce(const BenchFile& file, const Workload& w, cons
 
   // Set-up (untimed).
   ASSIGN_OR_RETURN(std::unique_ptr<BenchBackend> backend, NewBackend(rc.backend, rc.options));
-  RETURN_IF_ERROR(backend->Open(file, writes, w.threads));
+  OpenParams params;
+  params.writable = writes;
+  params.threads = w.threads;
+  params.op_size = w.op_size;
+  RETURN_IF_ERROR(backend->Open(file, params));
   SigbusReport::Arm(backend->mapped_base(), file.size(), what);
   RunResult r;
   r.backend = rc.backend;

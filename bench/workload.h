@@ -10,6 +10,7 @@
 #define UMAP_BENCH_WORKLOAD_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -42,9 +43,13 @@ struct Workload {
   uint64_t sync_every = 0;  // umsync/msync/fdatasync every N ops per thread (0: end only)
   ReadCheck read_check = ReadCheck::kEnds;
   uint64_t seed = 1;
+  // Processes running this workload at once, each on its own file, all in one memory
+  // cgroup (umap-bench --memory-limit --processes); RunOnce runs one of them.
+  unsigned processes = 1;
 
   bool writes() const { return access != Access::kRead; }
-  // "random-read", "random-write-L0.8", "sequential-mixed50", ... (no thread count).
+  // "random-read", "random-write-L0.8", "sequential-mixed50", ... (no thread count);
+  // "-x2" at the end for two processes.
   std::string Name() const;
 };
 
@@ -54,7 +59,12 @@ struct RunConfig {
   BackendOptions options;
   bool drop_caches = false;    // also /proc/sys/vm/drop_caches before each run
   double stall_seconds = 120;  // no op finished for this long: report and exit(4)
-  std::string cgroup_dir;      // when set: per-run peak from memory.max_usage_in_bytes
+  double max_seconds = 0;      // > 0: the workers stop after this long (ops done so far count)
+  // Called after the set-up, when the workers wait for the start; the timed region starts
+  // when it returns OK (a child in a memory cgroup waits here for its parent's go).
+  std::function<absl::Status()> start_gate;
+  // Called right after the timed region (the parent then reads the cgroup's peak).
+  std::function<void()> timed_end;
   // Test hook: overwrite file word TEST_corrupt_word (read runs: before the run, restored
   // after it; write runs: after the run, before verification), to prove the checks bite.
   uint64_t TEST_corrupt_word = ~0ull;
