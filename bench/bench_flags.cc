@@ -62,6 +62,7 @@ absl::StatusOr<std::vector<Workload>> ExpandWorkloads(const Flags& f) {
         w.op_size = f.op_size;
         w.stride_items = f.stride;
         w.write_fraction = f.write_fraction;
+        w.working_set = f.working_set;
         w.ops_per_thread = f.ops;
         w.sync_every = f.sync_every;
         w.read_check = f.check_reads == "all" ? ReadCheck::kAll : ReadCheck::kEnds;
@@ -91,12 +92,7 @@ absl::Status ChooseCache(const Flags& f, Matrix& m) {
   cfg.handler_threads = o.handler_threads;
   cfg.block_size = o.block_size;
   const CacheFit fit = FitCacheToBudget(f.memory_limit, cfg);
-  if (fit.cache_bytes == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--memory-limit ", HumanBytes(f.memory_limit),
-                                                   " leaves no room for umap's cache (", fit.how,
-                                                   "): give a larger limit or --cache"));
-  }
-  o.cache_bytes = fit.cache_bytes;
+  o.cache_bytes = fit.cache_bytes;  // 0: no room; an error if plain "umap" runs
   m.cache_how = absl::StrCat("fitted: ", fit.how);
   return absl::OkStatus();
 }
@@ -119,6 +115,13 @@ std::string Title(const Workload& w) {
   absl::StrAppend(&t, " of ", HumanBytes(w.op_size), ", ", w.ops_per_thread, " ops per thread");
   if (w.pattern == Pattern::kRandom) absl::StrAppend(&t, ", locality L=", w.locality);
   if (w.pattern == Pattern::kStrided) absl::StrAppend(&t, ", stride ", w.stride_items, " ops");
+  if (w.pattern == Pattern::kReuse) {
+    absl::StrAppend(&t, ", uniform over a working set of ", w.working_set, " of the file");
+  }
+  if (w.pattern == Pattern::kPhase) {
+    absl::StrAppend(&t, ", uniform over ", w.working_set,
+                    " of the file for half the ops, then over a quarter of that");
+  }
   if (w.writes()) {
     absl::StrAppend(
         &t,
@@ -126,8 +129,14 @@ std::string Title(const Workload& w) {
                      : std::string(", one sync at the end"),
         " (timed)");
   }
+  if (w.processes > 1) {
+    absl::StrAppend(&t, "; ", w.processes,
+                    " processes at once in one memory cgroup, each on "
+                    "its own file (ops/s: all of them)");
+  }
   return t;
 }
+
 absl::StatusOr<Matrix> BuildMatrix(const Flags& f) {
   Matrix m;
   ASSIGN_OR_RETURN(m.workloads, ExpandWorkloads(f));
@@ -149,6 +158,12 @@ absl::StatusOr<Matrix> BuildMatrix(const Flags& f) {
     // A name the registry refuses is an argument error now, not a failed run later.
     absl::Status s = NewBackend(name, o).status();
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--backends: ", s.message()));
+    if (name == "umap" && o.cache_bytes == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--memory-limit ", HumanBytes(f.memory_limit),
+                       " leaves no room for umap's cache (", m.cache_how,
+                       "): give a larger limit, --cache, or umap+SIZE"));
+    }
     m.backends.push_back(name);
   }
   if (m.backends.empty()) return absl::InvalidArgumentError("--backends is empty");
@@ -169,7 +184,12 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_flag("--remove-file", f.remove_file, "delete the file at the end");
   app.add_option("--backends", f.backends,
                  absl::StrCat("comma list of backends: ", absl::StrJoin(BackendHelp(), "; ")));
-  app.add_option("--pattern", f.patterns, "comma list of random, sequential, strided");
+  app.add_option("--pattern", f.patterns,
+                 "comma list of random, sequential, strided, reuse (uniform over the working "
+                 "set), phase (the working set shrinks to a quarter halfway)");
+  app.add_option("--working-set", f.working_set,
+                 "reuse and phase: the working set, a fraction of the file (its start)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--access", f.accesses, "comma list of read, write, mixed");
   app.add_option("--locality", f.localities,
                  "comma list of L in [0,1]: P(next random op is adjacent to the previous)");

@@ -23,6 +23,7 @@ struct Flags {
   uint64_t op_size = 4096;
   uint64_t stride = 16;
   double write_fraction = 0.5;
+  double working_set = 0.25;
   std::string threads = "1,2,4";
   uint64_t ops = 10000;
   uint64_t sync_every = 0;

@@ -20,6 +20,9 @@ class ItemGen {
     uint64_t part_end = items * (thread + 1) / w.threads;
     part_len_ = std::max<uint64_t>(1, part_end - part_start_);
     prev_ = part_start_;
+    working_set_ = std::clamp<uint64_t>(
+        static_cast<uint64_t>(static_cast<double>(items) * w.working_set), 1, items);
+    shrunk_set_ = std::max<uint64_t>(1, working_set_ / 4);
   }
   uint64_t Next() {
     uint64_t item;
@@ -33,6 +36,12 @@ class ItemGen {
         break;
       case Pattern::kSequential:
         item = part_start_ + (i_ % part_len_);
+        break;
+      case Pattern::kReuse:
+        item = rng_.Below(working_set_);
+        break;
+      case Pattern::kPhase:
+        item = rng_.Below(2 * i_ < w_.ops_per_thread ? working_set_ : shrunk_set_);
         break;
       case Pattern::kStrided:
       default:
@@ -60,6 +69,7 @@ class ItemGen {
   const uint64_t items_;
   Rng rng_;
   uint64_t part_start_ = 0, part_len_ = 1, prev_ = 0, i_ = 0;
+  uint64_t working_set_ = 1, shrunk_set_ = 1;  // reuse and phase: items re-visited
 };
 
 }  // namespace umap_bench

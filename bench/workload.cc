@@ -199,6 +199,10 @@ const char* PatternName(Pattern p) {
       return "sequential";
     case Pattern::kStrided:
       return "strided";
+    case Pattern::kReuse:
+      return "reuse";
+    case Pattern::kPhase:
+      return "phase";
   }
   return "?";
 }
@@ -216,11 +220,12 @@ const char* AccessName(Access a) {
 }
 
 absl::StatusOr<Pattern> ParsePattern(const std::string& s) {
-  for (Pattern p : {Pattern::kRandom, Pattern::kSequential, Pattern::kStrided}) {
+  for (Pattern p : {Pattern::kRandom, Pattern::kSequential, Pattern::kStrided, Pattern::kReuse,
+                    Pattern::kPhase}) {
     if (s == PatternName(p)) return p;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown pattern '", s, "' (random, sequential, strided)"));
+      absl::StrCat("unknown pattern '", s, "' (random, sequential, strided, reuse, phase)"));
 }
 
 absl::StatusOr<Access> ParseAccess(const std::string& s) {
@@ -242,6 +247,9 @@ std::string Workload::Name() const {
   }
   if (pattern == Pattern::kRandom && locality > 0) absl::StrAppend(&n, "-L", locality);
   if (pattern == Pattern::kStrided) absl::StrAppend(&n, "-s", stride_items);
+  if (pattern == Pattern::kReuse || pattern == Pattern::kPhase) {
+    absl::StrAppend(&n, "-W", working_set);
+  }
   if (writes() && sync_every > 0) absl::StrAppend(&n, "-sync", sync_every);
   if (processes > 1) absl::StrAppend(&n, "-x", processes);
   return n;

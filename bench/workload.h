@@ -21,7 +21,10 @@
 
 namespace umap_bench {
 
-enum class Pattern { kRandom, kSequential, kStrided };
+// kReuse: uniform over a working set (the first working_set of the file), re-visited;
+// kPhase: like kReuse for the first half of each thread's ops, then over a quarter of that
+// working set (the working set shrinks mid-run).
+enum class Pattern { kRandom, kSequential, kStrided, kReuse, kPhase };
 enum class Access { kRead, kWrite, kMixed };
 // How much of every read op is compared with the expected words.
 enum class ReadCheck { kEnds, kAll };
@@ -38,6 +41,7 @@ struct Workload {
   double locality = 0;          // random only: P(next op is the item after the previous)
   uint64_t stride_items = 16;   // strided: distance between consecutive ops, in items
   double write_fraction = 0.5;  // mixed only
+  double working_set = 0.25;    // reuse and phase: fraction of the file
   uint64_t ops_per_thread = 10000;
   unsigned threads = 1;
   uint64_t sync_every = 0;  // umsync/msync/fdatasync every N ops per thread (0: end only)
