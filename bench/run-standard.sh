@@ -5,8 +5,9 @@
 #      advice, mmap+random / mmap+seq, pread+direct (raw device) and uring (raw io_uring
 #      O_DIRECT, one request in flight per thread, the depth umap's faulting threads make);
 #      random read at L=0 and L=0.8, a sequential scan, random write with a sync every 100
-#      ops (umap atomic+data vs mmap+msync vs pwrite+fdatasync); threads 1/4/16; local ext4
-#      (1 GiB file, 256 MiB limit) and a one-brick GlusterFS volume (512 MiB, 128 MiB).
+#      ops (umap atomic+data vs mmap+msync vs pwrite+fdatasync); threads 1/4/16 (GlusterFS
+#      reads also 8); local ext4 (1 GiB file, 256 MiB limit) and a one-brick GlusterFS
+#      volume (512 MiB, 128 MiB).
 #   2. lazy (cache sizing): local, 1 GiB file, 256 MiB limit, 4 threads: a scan, random reads
 #      with reuse (a 128 MiB working set), a phase change (128 MiB, then 32 MiB), and two
 #      processes sharing one cgroup; umap with fixed caches of several sizes, umap+lazy (the
@@ -104,13 +105,14 @@ run() {  # run PART LABEL LOG ARGS...: one umap-bench invocation, logged, comman
   fi
 }
 
-# The same-budget matrix on one file system: LABEL DIR FILE_SIZE LIMIT OPS [EXTRA...]
+# The same-budget matrix on one file system: LABEL DIR FILE_SIZE LIMIT OPS READ_THREADS
+# [EXTRA...]
 budget_matrix() {
-  local label=$1 dir=$2 size=$3 limit=$4 ops=$5
-  shift 5
+  local label=$1 dir=$2 size=$3 limit=$4 ops=$5 read_threads=$6
+  shift 6
   local common=(--file "$dir/budget.dat" --file-size "$size" --memory-limit "$limit"
                 --repeats "$REPEATS" --max-seconds "$CAP" "$@")
-  run budget "$label" "$label-read.log" "${common[@]}" --threads 1,4,16 --ops "$ops" \
+  run budget "$label" "$label-read.log" "${common[@]}" --threads "$read_threads" --ops "$ops" \
     --backends umap,mmap,mmap+random,pread+direct,uring --pattern random --access read \
     --locality 0,0.8
   # A scan of the whole file: each thread walks its 1/T of it.
@@ -132,7 +134,7 @@ mib() { echo $(( $(numfmt --from=iec "$1") * $2 / $3 >> 20 ))M; }
 : >"$OUT/commands.md"
 
 # --- 1. same memory budget, local ----------------------------------------------------------
-has_part budget && budget_matrix local "$LOCAL_DIR" "$LOCAL_SIZE" "$LOCAL_LIMIT" "$LOCAL_OPS"
+has_part budget && budget_matrix local "$LOCAL_DIR" "$LOCAL_SIZE" "$LOCAL_LIMIT" "$LOCAL_OPS" 1,4,16
 
 # --- 2. lazy cache sizing, local -----------------------------------------------------------
 if has_part lazy; then
@@ -181,7 +183,9 @@ else
 fi
 if [ $gl_up = 1 ]; then
   # --drop-caches: the brick's page cache is this machine's too; drop it before every run.
-  has_part budget && budget_matrix gluster "$GL_MNT" "$GL_SIZE" "$GL_LIMIT" "$GL_OPS" --drop-caches
+  # Reads also at 8 threads on GlusterFS (where merging and depth pay most).
+  has_part budget && budget_matrix gluster "$GL_MNT" "$GL_SIZE" "$GL_LIMIT" "$GL_OPS" 1,4,8,16 \
+    --drop-caches
   if has_part unlimited; then
     run unlimited gluster-unlimited gluster-unlimited.log --file "$GL_MNT/unlimited.dat" \
       --file-size 64M --cache 16M --backends umap,mmap,pread --pattern random \
