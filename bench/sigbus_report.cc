@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "umap/umap.h"
+
 namespace umap_bench {
 namespace {
 
@@ -42,7 +44,10 @@ void AppendDec(char*& p, char* end, uint64_t v) {
 }
 
 // Async-signal-safe: formats with the helpers above, writes, exits 3.
-void OnSigbus(int, siginfo_t* si, void*) {
+void OnSigbus(int sig, siginfo_t* si, void* ucontext) {
+  // In signal fault mode an ordinary umap miss is a SIGBUS that umap resolves
+  // (include/umap/umap.h): hand it over first, report only what is not umap's.
+  if (umap_handle_signal(sig, si, ucontext)) return;
   char buf[1024];
   char* p = buf;
   char* end = buf + sizeof(buf) - 1;

@@ -40,6 +40,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/write_engine.h"
 #include "runtime/io/scheduler.h"
 #include "umap/env.h"
 
@@ -67,7 +68,7 @@ struct IoCounters {
   std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
       retries{0}, errors{0}, sync_reads{0};
   std::atomic<uint64_t> interrupted{0};  // reads that returned EINTR/EAGAIN and were requeued
-  std::atomic<uint64_t> writes{0}, write_bytes{0}, write_timeouts{0};
+  std::atomic<uint64_t> inline_reads{0};  // of `reads`: done by the faulting thread itself
   std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
 };
 
@@ -88,12 +89,7 @@ class IoFileClient : public IoClient {
   virtual bool FallBackToBuffered() = 0;
 };
 
-// One piece of a write-back: `len` bytes from `data` go to `offset`.
-struct WritePiece {
-  uint64_t offset;
-  const char* data;
-  size_t len;
-};
+using ::umap::WritePiece;
 
 class IoManager {
  public:
@@ -113,35 +109,32 @@ class IoManager {
   void DriveChannelsExternally(bool external);
   const IoOptions& options() const { return options_; }
   IoCounters& counters() { return counters_; }
+  // Counts a block read by a faulting thread itself (signal mode), so the read figures
+  // cover every read from the files.
+  void NoteInlineRead(size_t bytes);
 
   IoQueue* AddQueue(IoFileClient* client);
   // Drops the queue's queued fills (Complete with kCancelled) and waits for its reads in
   // flight. REQUIRES: nothing submits to it any more.
   void RemoveQueue(IoQueue* queue);
 
-  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete.
-  void Submit(IoQueue* queue, uint64_t block, uint32_t cb);
+  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete. With
+  // `kick` false the channels are not told yet: queue a batch, then Kick() once, so that
+  // the batch is merged before a channel takes any of it.
+  void Submit(IoQueue* queue, uint64_t block, uint32_t cb, bool kick = true);
+  // Tells channels driven by the manager's own threads that work is queued (channels driven
+  // by fault handlers are pumped by them after each batch of faults).
+  void Kick();
 
-  // Writes every piece to `file` and returns when all are done: pieces adjacent in the file
-  // merge into one vectored write of at most max_io_bytes, and with io_uring up to `depth`
-  // of those are in flight at once (a DFS charges per request, so a umsync of scattered
-  // blocks is not a row of round trips). `before_each` runs before each write is issued
-  // (crash points). No fdatasync. Errors: the first write error; ETIMEDOUT when a write
-  // passed its deadline (it was cancelled or, if it could not be, waited for: the caller's
-  // buffers are never left to the kernel). Either way the caller treats the pieces as not
-  // written (the journal keeps them). REQUIRES: pieces sorted by offset, none overlapping,
-  // so no two writes of one block are ever in flight together.
-  // Concurrent only on io_uring, for files with a descriptor, while no crash point is
-  // armed (then the n-th `before_each` finds exactly n-1 writes done).
+  // Write-backs go through the WriteEngine (base/write_engine.h), configured with this
+  // manager's depth, largest I/O and deadline; see WriteEngine::Write for the contract.
   absl::Status Write(File* file, absl::Span<const WritePiece> pieces,
                      absl::FunctionRef<void()> before_each);
+  WriteEngine& writer() { return writer_; }
 
  private:
   struct QueueState;
   class UringChannel;
-  struct WriteRing;
-  std::unique_ptr<WriteRing> TakeWriteRing();
-  void ReturnWriteRing(std::unique_ptr<WriteRing> ring);
   IoManager(const IoOptions& options, Env* env, Engine engine);
   absl::Status Start();
   // Synchronous channel `index`: takes runs and reads them with File::ReadAt.
@@ -185,8 +178,7 @@ class IoManager {
   size_t buffers_len_ = 0;
 
   absl::Mutex watchdog_mu_;  // only to wake the watchdog at destruction
-  absl::Mutex write_rings_mu_;
-  std::vector<std::unique_ptr<WriteRing>> write_rings_ ABSL_GUARDED_BY(write_rings_mu_);
+  WriteEngine writer_;
 };
 
 }  // namespace umap::runtime::io
