@@ -159,10 +159,9 @@ absl::StatusOr<Matrix> BuildMatrix(const Flags& f) {
     absl::Status s = NewBackend(name, o).status();
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--backends: ", s.message()));
     if (name == "umap" && o.cache_bytes == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--memory-limit ", HumanBytes(f.memory_limit),
-                       " leaves no room for umap's cache (", m.cache_how,
-                       "): give a larger limit, --cache, or umap+SIZE"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--memory-limit ", HumanBytes(f.memory_limit), " leaves no room for umap's cache (",
+          m.cache_how, "): give a larger limit, --cache, or umap+SIZE"));
     }
     m.backends.push_back(name);
   }

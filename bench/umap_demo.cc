@@ -60,7 +60,8 @@ struct Regime {
   uint64_t limit = 0;  // 0: no memory limit could be set
   std::string parent;  // cgroup parent directory
   std::string why_no_limit;
-  std::string cache_how;  // how umap's cache was chosen
+  std::string cache_how;     // how umap's cache was chosen
+  uint64_t cache_bytes = 0;  // what it came to
 };
 
 std::vector<Phase> Phases(const DemoFlags& f) {
@@ -116,6 +117,7 @@ absl::StatusOr<RunConfig> DemoConfig(const DemoFlags& f, Regime& regime) {
     bo.cache_bytes = f.size / 16;
     regime.cache_how = "1/16 of the file (no budget)";
   }
+  regime.cache_bytes = bo.cache_bytes;
   return rc;
 }
 
@@ -266,10 +268,10 @@ std::string Verdict(const std::vector<Phase>& phases, const Regime& regime, cons
     absl::StrAppendFormat(&v,
                           "regime: same memory budget: every backend alone in a memory cgroup "
                           "of %s (its process plus its page cache), file %s (%.0fx the budget), "
-                          "page cache dropped before every run; umap's cache: %s.\n",
+                          "page cache dropped before every run; umap's cache: %s (%s).\n",
                           HumanBytes(regime.limit), HumanBytes(f.size),
                           static_cast<double>(f.size) / static_cast<double>(regime.limit),
-                          regime.cache_how);
+                          HumanBytes(regime.cache_bytes), regime.cache_how);
   } else {
     absl::StrAppendFormat(&v,
                           "regime: NO MEMORY LIMIT (%s): mmap could keep the whole file in "
@@ -290,8 +292,8 @@ std::string Verdict(const std::vector<Phase>& phases, const Regime& regime, cons
         parts.push_back(absl::StrCat(b, ": no pair of verified runs"));
         continue;
       }
-      parts.push_back(absl::StrFormat("%.2fx %s", ratio, b));
-      const std::string fact = absl::StrFormat("%s (%.2fx)", ph.name, ratio);
+      parts.push_back(absl::StrFormat("%.3gx %s", ratio, b));
+      const std::string fact = absl::StrFormat("%s (%.3gx)", ph.name, ratio);
       if (b == "mmap") {
         (ratio >= 1 ? beats_default : loses_default).push_back(fact);
       } else {
