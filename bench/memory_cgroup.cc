@@ -119,8 +119,13 @@ absl::Status MemoryCgroup::ResetPeak() {
   // v2: a write to memory.peak starts a window for that open file (Linux >= 6.12); older
   // kernels refuse it, and the peak then counts from the cgroup's creation.
   const std::string path = dir_ + "/memory.peak";
-  ASSIGN_OR_RETURN(Fd fd, OpenFile(path, O_RDWR));
-  if (::write(fd.get(), "reset\n", 6) == 6) peak_fd_ = std::move(fd);
+  absl::StatusOr<Fd> fd = OpenFile(path, O_RDWR);
+  if (!fd.ok()) {
+    // No memory.peak (Linux < 5.19) or not writable here: Peak() says what it can.
+    peak_fd_ = Fd();
+    return absl::OkStatus();
+  }
+  peak_fd_ = ::write(fd->get(), "reset\n", 6) == 6 ? std::move(*fd) : Fd();
   return absl::OkStatus();
 }
 

@@ -49,7 +49,8 @@ class MemoryCgroup {
 
   // Moves the calling process into the cgroup.
   absl::Status Join() const;
-  // Starts a new peak window: from now on Peak() reports the highest usage since this call.
+  // Starts a new peak window: from now on Peak() reports the highest usage since this call
+  // (v2 before Linux 6.12: since the cgroup was made, the reset is not available).
   absl::Status ResetPeak();
   // Highest usage (bytes, processes plus their page cache) since ResetPeak or creation.
   absl::StatusOr<uint64_t> Peak() const;
