@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -164,6 +165,21 @@ class Mapping final : public io::IoFileClient {
   // policy). `last`: the final pass of this umsync, which always fdatasyncs.
   absl::Status SyncChunk(uint64_t first, uint64_t end, bool last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // The dirty blocks a umsync pass took out of the cache: their images, back to back.
+  struct Captured {
+    uint64_t block;
+    size_t offset;  // into buf
+    size_t len;
+  };
+  struct Capture {
+    std::vector<char> buf;
+    std::vector<Captured> blocks;
+  };
+  // Write-protects and copies every dirty block of [first, end), clearing their dirty bits.
+  absl::Status CaptureDirty(uint64_t first, uint64_t end, Capture* cap);
+  // After the sink's answer: counts and clears "held by the sink" (OK), marks the blocks
+  // held by the sink (kept), or makes them dirty again (nothing kept).
+  void SettleCapture(const Capture& cap, uint64_t first, uint64_t end, const WriteBackResult& r);
 
   Runtime* const rt_;
   char* const base_;
