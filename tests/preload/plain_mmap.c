@@ -15,6 +15,13 @@
  *                                             byte (must die with SIGSEGV)
  *   plain_mmap partial FILE SIZE              munmap of half a mapping must fail with EINVAL
  *                                             and leave the mapping whole
+ *   plain_mmap advise FILE SIZE SEED          fill; madvise(DONTNEED) keeps the bytes;
+ *                                             mprotect to read-only is refused; msync
+ *   plain_mmap grow   FILE SIZE SEED          fill SIZE, extend the file, mremap(MAYMOVE) to
+ *                                             twice the size, old bytes kept, fill the rest
+ *   plain_mmap exit-mapped FILE SIZE SEED     fill and exit() without msync or munmap
+ * With PLAIN_MMAP_CTOR_FILE=PATH (PATH holds at least 4096 bytes) a constructor maps PATH
+ * before main() and prints the sum of its first page; main() checks it again.
  * Exit 0 on success; 1 with a message naming what differed. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -193,7 +200,87 @@ static int CmdPartial(const char* path, size_t size) {
   return munmap(m, size) == 0 ? 0 : Die("munmap");
 }
 
+static int CmdAdvise(const char* path, size_t size, unsigned seed) {
+  unsigned char* m = MapFile(path, size, PROT_READ | PROT_WRITE, 0, 1);
+  if (m == NULL) return Die("mmap");
+  Fill(m, 0, size, seed);
+  /* On a MAP_SHARED file mapping DONTNEED drops only the page-cache view: the bytes stay. */
+  if (madvise(m, size, MADV_DONTNEED) != 0) return Die("madvise(DONTNEED)");
+  if (madvise(m, size, MADV_SEQUENTIAL) != 0) return Die("madvise(SEQUENTIAL)");
+  if (Check(m, 0, size, seed) != 0) return 1;
+  if (getenv("PLAIN_MMAP_EXPECT_UMAP") != NULL) {
+    if (mprotect(m, size, PROT_READ) == 0 || errno != EINVAL) {
+      fprintf(stderr, "plain_mmap: mprotect(PROT_READ) of a Umap mapping was not refused\n");
+      return 1;
+    }
+    if (madvise(m, size, MADV_REMOVE) == 0 || errno != EINVAL) {
+      fprintf(stderr, "plain_mmap: madvise(REMOVE) of a Umap mapping was not refused\n");
+      return 1;
+    }
+  }
+  if (msync(m, size, MS_SYNC) != 0) return Die("msync");
+  return munmap(m, size) == 0 ? 0 : Die("munmap");
+}
+
+static int CmdGrow(const char* path, size_t size, unsigned seed) {
+  int fd = open(path, O_RDWR | O_CREAT, 0644);
+  if (fd < 0 || ftruncate(fd, (off_t)size) != 0) return Die("open");
+  unsigned char* m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return Die("mmap");
+  Fill(m, 0, size, seed);
+  if (ftruncate(fd, (off_t)(2 * size)) != 0) return Die("ftruncate");
+  unsigned char* g = mremap(m, size, 2 * size, MREMAP_MAYMOVE);
+  if (g == MAP_FAILED) return Die("mremap");
+  if (Check(g, 0, size, seed) != 0) return 1;
+  Fill(g, size, 2 * size, seed);
+  if (msync(g, 2 * size, MS_SYNC) != 0) return Die("msync");
+  if (munmap(g, 2 * size) != 0) return Die("munmap");
+  close(fd);
+  return 0;
+}
+
+static int CmdExitMapped(const char* path, size_t size, unsigned seed) {
+  unsigned char* m = MapFile(path, size, PROT_READ | PROT_WRITE, 0, 1);
+  if (m == NULL) return Die("mmap");
+  Fill(m, 0, size, seed);
+  exit(0); /* the kernel writes a MAP_SHARED mapping back; so must the shim */
+}
+
+static unsigned g_ctor_sum;
+static int g_ctor_done;
+
+__attribute__((constructor)) static void MapBeforeMain(void) {
+  const char* path = getenv("PLAIN_MMAP_CTOR_FILE");
+  if (path == NULL) return;
+  unsigned char* m = MapFile(path, 4096, PROT_READ, 0, 0);
+  if (m == NULL) return;
+  for (int i = 0; i < 4096; ++i) g_ctor_sum += m[i];
+  g_ctor_done = 1;
+  munmap(m, 4096);
+}
+
+static int CheckConstructor(void) {
+  const char* path = getenv("PLAIN_MMAP_CTOR_FILE");
+  if (path == NULL) return 0;
+  if (!g_ctor_done) {
+    fprintf(stderr, "plain_mmap: the constructor could not map %s\n", path);
+    return 1;
+  }
+  int fd = open(path, O_RDONLY);
+  unsigned char page[4096];
+  if (fd < 0 || read(fd, page, sizeof(page)) != (ssize_t)sizeof(page)) return Die("read ctor file");
+  close(fd);
+  unsigned sum = 0;
+  for (int i = 0; i < 4096; ++i) sum += page[i];
+  if (sum != g_ctor_sum) {
+    fprintf(stderr, "plain_mmap: the constructor saw sum %u, the file has %u\n", g_ctor_sum, sum);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (CheckConstructor() != 0) return 1;
   if (argc < 4) {
     fprintf(stderr, "usage: see the comment at the top of plain_mmap.c\n");
     return 2;
@@ -212,6 +299,9 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "kernel-io") == 0) return CmdKernelIo(path, size, argv[4]);
   if (strcmp(cmd, "fork") == 0) return CmdFork(path, size, seed);
   if (strcmp(cmd, "partial") == 0) return CmdPartial(path, size);
+  if (strcmp(cmd, "advise") == 0) return CmdAdvise(path, size, seed);
+  if (strcmp(cmd, "grow") == 0) return CmdGrow(path, size, seed);
+  if (strcmp(cmd, "exit-mapped") == 0) return CmdExitMapped(path, size, seed);
   fprintf(stderr, "plain_mmap: unknown command %s\n", cmd);
   return 2;
 }
