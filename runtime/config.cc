@@ -56,6 +56,7 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.io_retries = c.io_retries;
   o.io_direct = c.io_direct != 0;
   o.prefetch_bytes = c.prefetch_bytes;
+  o.stats_period_ms = c.stats_period_ms;
   return o;
 }
 
@@ -110,6 +111,7 @@ extern "C" int umap_config_init(umap_config* c) {
   c->io_retries = d.io_retries;
   c->io_direct = d.io_direct ? 1 : 0;
   c->prefetch_bytes = d.prefetch_bytes;
+  c->stats_period_ms = d.stats_period_ms;
 
   bool ok = true;
   auto bytes = [&](const char* name, size_t* field) {
@@ -137,6 +139,7 @@ extern "C" int umap_config_init(umap_config* c) {
   count("UMAP_IO_DEPTH", &c->io_depth);
   count("UMAP_IO_TIMEOUT_MS", &c->io_timeout_ms);
   count("UMAP_IO_RETRIES", &c->io_retries);
+  count("UMAP_STATS_PERIOD_MS", &c->stats_period_ms);
   bytes("UMAP_IO_MAX_BYTES", &c->io_max_bytes);
   bytes("UMAP_PREFETCH_BYTES", &c->prefetch_bytes);
   if (const char* v = std::getenv("UMAP_IO_DIRECT")) {

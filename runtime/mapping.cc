@@ -71,6 +71,7 @@ void Mapping::RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl:
 
 void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging) {
   Counters& c = rt_->counters();
+  faults_.fetch_add(1, std::memory_order_relaxed);
   char* addr = BlockAddr(block);
   const size_t valid = ValidBytes(block);
   // A fill of this block is queued or in flight: it wakes every thread waiting on the block.
@@ -186,9 +187,14 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   uint64_t v = (e.v & (Table::kShadow | Table::kShadowMask | Table::kStaged)) | Table::kPresent |
                cb | (dirty ? Table::kDirty : 0);
   table_.Unlock(block, v);
+  resident_.fetch_add(1, std::memory_order_relaxed);
+  if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
   rt_->refs().Touch(tid, cb);
   c.faults_missing.fetch_add(1, std::memory_order_relaxed);
-  if (from_file) c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+  if (from_file) {
+    c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+    misses_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
@@ -196,6 +202,7 @@ void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write,
   const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite)) | Table::kFilling | cb |
                      (write && writable_ ? Table::kFillWrite : 0);
   table_.Unlock(block, v);
+  if (tid != 0) misses_.fetch_add(1, std::memory_order_relaxed);  // 0: read-ahead
   io_->Submit(ioq_, block, cb);
 }
 
@@ -363,6 +370,8 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       const bool dirty = writable_ && (entries[i] & Table::kFillWrite);
       rt_->pool().Publish(cb, Owner(b));
       table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0));
+      resident_.fetch_add(1, std::memory_order_relaxed);
+      if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
       if (tid != 0) {
         rt_->refs().Touch(tid, cb);
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);
@@ -392,6 +401,8 @@ void Mapping::HandleWriteProtect(uint64_t block) {
       return;
     }
     table_.Unlock(block, e.v | Table::kDirty);
+    dirty_.fetch_add(1, std::memory_order_relaxed);
+    first_writes_.fetch_add(1, std::memory_order_relaxed);
     c.faults_wp.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -442,6 +453,7 @@ bool Mapping::Evict(uint64_t block, uint32_t cb) {
     DiscardPages(addr, block_size_);
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
     table_.Unlock(block, Table::WithShadow(v, s));
+    dirty_.fetch_sub(1, std::memory_order_relaxed);
     shadows.Enqueue(s);
     c.dirty_evictions.fetch_add(1, std::memory_order_relaxed);
   } else {
@@ -449,6 +461,7 @@ bool Mapping::Evict(uint64_t block, uint32_t cb) {
     DiscardPages(addr, block_size_);
     table_.Unlock(block, v);
   }
+  resident_.fetch_sub(1, std::memory_order_relaxed);
   c.evictions.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -528,6 +541,7 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
     return absl::OkStatus();
   }
   const uint64_t started = sync_tickets_.load(std::memory_order_acquire);
+  sync_started_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
   // Atomic policy: the whole range is one transaction. Otherwise the range is synced in
   // chunks, so the capture buffer stays bounded (16 MiB) whatever the range's size.
   const uint64_t chunk = write_back_->keeps_evicted()
@@ -539,6 +553,8 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   }
   sync_end_.store(0, std::memory_order_release);
   sync_first_.store(0, std::memory_order_release);
+  sync_started_us_.store(0, std::memory_order_relaxed);
+  umsyncs_.fetch_add(1, std::memory_order_relaxed);
   if (status.ok()) {
     covered_ticket_ = started;
     covered_first_ = first;
@@ -588,6 +604,7 @@ absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
     buf.resize(off + valid);
     std::memcpy(buf.data() + off, addr, valid);
     table_.Unlock(b, e.v & ~Table::kDirty);
+    dirty_.fetch_sub(1, std::memory_order_relaxed);
     captured.push_back({b, off, valid});
   }
   if (status.ok()) status = WaitForShadows(first, end);
@@ -623,6 +640,7 @@ absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
           rt_->uffd().WriteProtect(BlockAddr(c.block), RoundUp(c.len, rt_->page_size()),
                                    false) == 0) {
         table_.Unlock(c.block, e.v | Table::kDirty);
+        dirty_.fetch_add(1, std::memory_order_relaxed);
       } else {
         table_.Unlock(c.block, e.v);
       }

@@ -33,6 +33,9 @@ struct RuntimeOptions {
   unsigned io_retries = 3;
   bool io_direct = true;
   size_t prefetch_bytes = 2 << 20;
+  // Publication period of the stats segment umap-stat reads (runtime/stats_segment.h);
+  // 0: no segment.
+  unsigned stats_period_ms = 250;
   Env* env = nullptr;  // null: Env::Default()
   // Carries every byte of the journal (journal::JournalOptions::fs), including the reopens
   // after a write error. Null: rocksdb::FileSystem::Default(). Fault injection passes a

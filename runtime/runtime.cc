@@ -56,8 +56,8 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
       fill_tids_(new pid_t[geo.cache_blocks]()),
       prefetch_blocks_(static_cast<uint32_t>(
           std::min<size_t>(options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))),
-      epochs_(new std::atomic<uint64_t>[options.handler_threads]) {
-  for (unsigned i = 0; i < options.handler_threads; ++i) epochs_[i].store(0);
+      epochs_(new std::atomic<uint64_t>[options.handler_threads + 1]) {
+  for (unsigned i = 0; i <= options.handler_threads; ++i) epochs_[i].store(0);
 }
 
 absl::Status Runtime::Start() {
@@ -85,10 +85,20 @@ absl::Status Runtime::Start() {
   for (unsigned i = 0; i < options_.writeback_threads; ++i) {
     writers_.emplace_back([this] { WriteBackLoop(); });
   }
+  if (options_.stats_period_ms > 0) {
+    auto p = StatsPublisher::Start(this, options_.stats_period_ms);
+    if (p.ok()) {
+      stats_ = *std::move(p);
+    } else {
+      // Statistics are for people watching; a runtime without them still works.
+      UMAP_LOG(kWarn, "no stats segment for umap-stat: ", p.status().ToString());
+    }
+  }
   return absl::OkStatus();
 }
 
 Runtime::~Runtime() {
+  stats_.reset();  // its thread reads everything below
   std::vector<Mapping*> left;
   {
     absl::MutexLock l(&mu_);
@@ -277,7 +287,7 @@ uint32_t Runtime::AcquireBlock() {
 }
 
 void Runtime::WaitForHandlers() {
-  for (unsigned i = 0; i < options_.handler_threads; ++i) {
+  for (unsigned i = 0; i <= options_.handler_threads; ++i) {  // and the observer's
     uint64_t e = epochs_[i].load(std::memory_order_acquire);
     if (e & 1) epochs_[i].wait(e, std::memory_order_acquire);
   }
@@ -555,6 +565,33 @@ umap_stats Runtime::Stats() const {
   s.prefetched_blocks = prefetched;
   s.umsyncs_shared = counters_.shared_syncs.load();
   return s;
+}
+
+void Runtime::WhileMappingsPinned(absl::FunctionRef<void()> fn) {
+  absl::MutexLock l(&observer_mu_);
+  std::atomic<uint64_t>& epoch = epochs_[options_.handler_threads];
+  epoch.fetch_add(1, std::memory_order_acq_rel);  // odd: inside
+  fn();
+  epoch.fetch_add(1, std::memory_order_acq_rel);  // even: outside
+  epoch.notify_all();
+}
+
+void Runtime::ForEachMapping(absl::FunctionRef<void(Mapping&)> fn) {
+  const uint32_t high = slot_high_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < high; ++i) {
+    if (Mapping* m = slots_[i].load(std::memory_order_acquire)) fn(*m);
+  }
+}
+
+bool Runtime::TryJournalStats(journal::Journal::Stats* out, bool* open, std::string* dir) {
+  // Never waits: mu_ is held by a umsync for as long as it runs, and exclusively while a
+  // journal opens; the handle's lock while the journal reopens.
+  if (!mu_.ReaderTryLock()) return false;
+  *open = journal_ != nullptr;
+  const bool ok = !*open || journal_->TryStats(out);
+  if (*open) *dir = journal_->dir();
+  mu_.ReaderUnlock();
+  return ok;
 }
 
 bool Runtime::MappingStats(const void* addr, umap_mapping_stats* out) {

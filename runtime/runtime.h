@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -31,6 +32,7 @@
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
 #include "runtime/shadow_pool.h"
+#include "runtime/stats_publisher.h"
 #include "runtime/thread_refs.h"
 #include "runtime/uffd.h"
 #include "umap/umap_types.h"
@@ -64,6 +66,18 @@ class Runtime {
   bool Owns(const void* addr, size_t length);
 
   umap_stats Stats() const;
+
+  // --- observers (the stats publisher) ---
+  // Runs fn while no mapping can be freed (Destroy waits until fn returns), so that Stats()
+  // and ForEachMapping() may read mappings safely from any thread without mu_, which a
+  // umsync stuck on a hung file system can hold. fn must not block. One observer at a time.
+  void WhileMappingsPinned(absl::FunctionRef<void()> fn);
+  // Calls fn for each live mapping. REQUIRES: inside WhileMappingsPinned.
+  void ForEachMapping(absl::FunctionRef<void(Mapping&)> fn);
+  // The journal's figures and directory if they can be had without waiting; *open = a
+  // journal is open (else *out and *dir are left alone).
+  bool TryJournalStats(journal::Journal::Stats* out, bool* open, std::string* dir);
+  const RuntimeOptions& options() const { return options_; }
   // Figures of the mapping containing addr; false when there is none.
   bool MappingStats(const void* addr, umap_mapping_stats* out);
 
@@ -134,7 +148,11 @@ class Runtime {
   // Mapping slots read lock-free by handlers; written under mu_.
   std::atomic<Mapping*> slots_[kMaxMappings] = {};
   std::atomic<uint32_t> slot_high_{0};
+  // One epoch per handler thread, then one for the observer (WhileMappingsPinned).
   std::unique_ptr<std::atomic<uint64_t>[]> epochs_;
+
+  absl::Mutex observer_mu_;  // one WhileMappingsPinned at a time (its epoch slot)
+  std::unique_ptr<StatsPublisher> stats_;  // stopped first at destruction
 
   std::atomic<bool> stop_{false};
   std::atomic<int> last_writeback_errno_{0};

@@ -29,6 +29,9 @@ class Uffd {
   int fd() const { return fd_; }
   bool has_poison() const { return (features_ & kPoisonBit) != 0; }
   uint64_t features() const { return features_; }
+  // How faults reach this descriptor, for the stats: "full" (every fault, the kernel's own
+  // included: userfaultfd(2) without UFFD_USER_MODE_ONLY, the only way Open opens it).
+  const char* mode_name() const { return "full"; }
 
   // Registers [addr, addr+len) for MISSING faults, and WP faults when `write_protect`.
   int Register(void* addr, size_t len, bool write_protect);

@@ -52,6 +52,7 @@ typedef struct umap_config {
   unsigned io_retries;       /* retries after a timeout before the fault gets SIGBUS */
   int io_direct;             /* 1: read with O_DIRECT where the file system allows it */
   size_t prefetch_bytes;     /* largest read-ahead window of a sequential stream (0: off) */
+  unsigned stats_period_ms;  /* period of the stats segment umap-stat reads (0: none) */
 } umap_config;
 
 typedef struct umap_stats {

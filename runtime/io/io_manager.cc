@@ -74,6 +74,7 @@ class IoManager::UringChannel {
     r = io_uring_register_eventfd(&ring_, efd_);
     if (r < 0) return PosixError(-r, "io_uring_register_eventfd");
     slots_.resize(depth);
+    pub_.reset(new PublishedIo[depth]);
     slots_count_ = depth;
     free_.reserve(depth);
     for (unsigned i = 0; i < depth; ++i) {
@@ -84,6 +85,8 @@ class IoManager::UringChannel {
   }
 
   int event_fd() const { return efd_; }
+  // Adds this channel's reads in flight to *out (any thread, lock-free).
+  void CollectInFlight(InFlight* out) const;
   // Every slot holds a read (in flight or abandoned): the channel can take nothing.
   bool full() const { return busy_count_.load(std::memory_order_relaxed) == slots_count_; }
 
@@ -135,7 +138,21 @@ class IoManager::UringChannel {
   unsigned busy_ ABSL_GUARDED_BY(mu_) = 0;  // slots in state kBusy or kAbandoned
   std::atomic<unsigned> busy_count_{0};     // busy_, readable by the watchdog
   unsigned slots_count_ = 0;                // const after Init
+  // Per slot, what InFlightNow reports: published at issue, cleared when the kernel returns
+  // the read (an abandoned read stays: the call is still out there).
+  std::unique_ptr<PublishedIo[]> pub_;      // allocated in Init, never resized
 };
+
+void IoManager::UringChannel::CollectInFlight(InFlight* out) const {
+  for (unsigned i = 0; i < slots_count_; ++i) {
+    InFlightRequest r;
+    if (!pub_[i].Read(&r)) continue;
+    out->reads++;
+    if (out->oldest_read.started_us == 0 || r.started_us < out->oldest_read.started_us) {
+      out->oldest_read = r;
+    }
+  }
+}
 
 void IoManager::UringChannel::Issue() {
   const uint64_t bs = m_->options_.block_size;
@@ -167,6 +184,7 @@ void IoManager::UringChannel::Issue() {
     ++busy_;
     busy_count_.store(busy_, std::memory_order_relaxed);
     qs->calls.fetch_add(1, std::memory_order_relaxed);
+    pub_[i].Publish(qs, qs->client->ByteOffset(r.first), r.count * bs, r.attempt, s.started_us);
     io_uring_sqe* sqe = GetSqe();
     io_uring_prep_read(sqe, f->fd(), s.buf, static_cast<unsigned>(r.count * bs),
                        qs->client->ByteOffset(r.first));
@@ -180,6 +198,7 @@ void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
   Slot& s = slots_[tag];
   const int state = s.state;
   s.state = kIdle;
+  pub_[tag].Clear();
   --busy_;
   busy_count_.store(busy_, std::memory_order_relaxed);
   free_.push_back(static_cast<unsigned>(tag));
@@ -231,6 +250,51 @@ int IoManager::UringChannel::Pump() {
   // synchronous helper) must not make its driver spin.
   return wake_at > now ? static_cast<int>(std::min<uint64_t>((wake_at - now) / 1000 + 1, 60'000))
                        : 1;
+}
+
+void IoManager::PublishedIo::Publish(const void* who, uint64_t off, uint64_t len, uint32_t att,
+                                     uint64_t now) {
+  started_us.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  owner.store(who, std::memory_order_relaxed);
+  offset.store(off, std::memory_order_relaxed);
+  length.store(len, std::memory_order_relaxed);
+  attempt.store(att, std::memory_order_relaxed);
+  started_us.store(now == 0 ? 1 : now, std::memory_order_release);
+}
+
+bool IoManager::PublishedIo::Read(InFlightRequest* out) const {
+  const uint64_t s1 = started_us.load(std::memory_order_acquire);
+  if (s1 == 0) return false;
+  out->owner = owner.load(std::memory_order_relaxed);
+  out->offset = offset.load(std::memory_order_relaxed);
+  out->length = length.load(std::memory_order_relaxed);
+  out->attempt = attempt.load(std::memory_order_relaxed);
+  out->started_us = s1;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return started_us.load(std::memory_order_relaxed) == s1;
+}
+
+InFlight IoManager::InFlightNow() const {
+  InFlight out;
+  out.queued = sched_.backlog();
+  for (const auto& ch : uring_) ch->CollectInFlight(&out);
+  auto oldest = [](InFlightRequest* best, const InFlightRequest& r) {
+    if (best->started_us == 0 || r.started_us < best->started_us) *best = r;
+  };
+  for (unsigned i = 0; i < sync_count_; ++i) {
+    InFlightRequest r;
+    if (!sync_slots_[i].pub.Read(&r)) continue;
+    out.reads++;
+    oldest(&out.oldest_read, r);
+  }
+  for (int i = 0; i < kWriteTrackers; ++i) {
+    InFlightRequest r;
+    if (!write_pub_[i].Read(&r)) continue;
+    out.writes++;
+    oldest(&out.oldest_write, r);
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<IoManager>> IoManager::Create(const IoOptions& options, Env* env) {
@@ -492,7 +556,10 @@ void IoManager::SyncLoop(unsigned index) {
     IoFileClient* c = qs->client;
     const size_t valid = c->ValidBytes(r.first, r.count);
     qs->calls.fetch_add(1, std::memory_order_relaxed);
+    slot.pub.Publish(qs, c->ByteOffset(r.first), valid, r.attempt,
+                     slot.started_us.load(std::memory_order_relaxed));
     auto n = c->read_file()->ReadAt(c->ByteOffset(r.first), absl::MakeSpan(slot.buf, valid));
+    slot.pub.Clear();
     int expected = kBusy;
     if (!slot.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
       // The watchdog abandoned this attempt (retried or failed it): drop the late result.
@@ -634,6 +701,27 @@ absl::Status IoManager::Write(File* file, absl::Span<const WritePiece> pieces,
     }
     return absl::OkStatus();
   };
+  // Reported by InFlightNow while this call runs (the whole write-back, from its first
+  // offset); a call that finds every tracker taken is simply not reported.
+  int tracker = -1;
+  for (int i = 0; i < kWriteTrackers && tracker < 0 && !runs.empty(); ++i) {
+    bool no = false;
+    if (write_pub_used_[i].compare_exchange_strong(no, true, std::memory_order_acquire)) {
+      tracker = i;
+      size_t total = 0;
+      for (const WriteRun& r : runs) total += r.bytes;
+      write_pub_[i].Publish(file, runs.front().offset, total, 0, Now());
+    }
+  }
+  struct ReleaseTracker {
+    IoManager* m;
+    int i;
+    ~ReleaseTracker() {
+      if (i < 0) return;
+      m->write_pub_[i].Clear();
+      m->write_pub_used_[i].store(false, std::memory_order_release);
+    }
+  } release_tracker{this, tracker};
   const bool concurrent = engine_ == Engine::kUring && file->fd() >= 0 && runs.size() > 1 &&
                           !crash_point::Active();
   std::unique_ptr<WriteRing> wr;

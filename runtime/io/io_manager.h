@@ -88,6 +88,24 @@ class IoFileClient : public IoClient {
   virtual bool FallBackToBuffered() = 0;
 };
 
+// One I/O request in flight, as IoManager::InFlightNow() reports it.
+struct InFlightRequest {
+  // Who it is for, to compare with, never to dereference (the owner may be gone by the
+  // time the caller looks): reads name their IoQueue, writes the File written.
+  const void* owner = nullptr;
+  uint64_t offset = 0;      // byte offset in the file
+  uint64_t length = 0;      // bytes
+  uint64_t started_us = 0;  // Env::NowMicros() at issue; 0: none
+  uint32_t attempt = 0;     // reads: 0 first try, n the n-th retry
+};
+
+struct InFlight {
+  uint32_t reads = 0;   // read attempts issued and not returned (abandoned ones included)
+  uint32_t writes = 0;  // Write calls running
+  uint64_t queued = 0;  // fills waiting in the queues
+  InFlightRequest oldest_read, oldest_write;
+};
+
 // One piece of a write-back: `len` bytes from `data` go to `offset`.
 struct WritePiece {
   uint64_t offset;
@@ -113,6 +131,13 @@ class IoManager {
   void DriveChannelsExternally(bool external);
   const IoOptions& options() const { return options_; }
   IoCounters& counters() { return counters_; }
+
+  // What is in flight now, and the oldest read and write. Lock-free: reads only atomics
+  // that the channels publish as they issue and reap, so an observer (the stats
+  // publisher) never waits for a channel and never slows the fault path; the snapshot may
+  // be a moment old. A read stuck in the kernel stays listed (with its age growing) after
+  // its deadline abandoned it, until the call returns.
+  InFlight InFlightNow() const;
 
   IoQueue* AddQueue(IoFileClient* client);
   // Drops the queue's queued fills (Complete with kCancelled) and waits for its reads in
@@ -140,6 +165,20 @@ class IoManager {
   struct QueueState;
   class UringChannel;
   struct WriteRing;
+  // One request published for InFlightNow: `started_us` != 0 while it is in flight; the
+  // reader takes the fields only if started_us is the same before and after (seqlock).
+  struct PublishedIo {
+    std::atomic<uint64_t> started_us{0};
+    std::atomic<const void*> owner{nullptr};
+    std::atomic<uint64_t> offset{0}, length{0};
+    std::atomic<uint32_t> attempt{0};
+    void Publish(const void* who, uint64_t off, uint64_t len, uint32_t att, uint64_t now);
+    void Clear() { started_us.store(0, std::memory_order_release); }
+    // Copies a consistent view into *out; false when idle or changing.
+    bool Read(InFlightRequest* out) const;
+  };
+  static constexpr int kWriteTrackers = 32;  // concurrent Write calls reported
+
   std::unique_ptr<WriteRing> TakeWriteRing();
   void ReturnWriteRing(std::unique_ptr<WriteRing> ring);
   IoManager(const IoOptions& options, Env* env, Engine engine);
@@ -178,6 +217,7 @@ class IoManager {
     Run run;
     std::atomic<uint64_t> started_us{0};
     char* buf = nullptr;
+    PublishedIo pub;  // until ReadAt returns, abandoned or not
   };
   std::unique_ptr<SyncSlot[]> sync_slots_;
   unsigned sync_count_ = 0;
@@ -185,6 +225,9 @@ class IoManager {
   size_t buffers_len_ = 0;
 
   absl::Mutex watchdog_mu_;  // only to wake the watchdog at destruction
+  PublishedIo write_pub_[kWriteTrackers];
+  std::atomic<bool> write_pub_used_[kWriteTrackers] = {};
+
   absl::Mutex write_rings_mu_;
   std::vector<std::unique_ptr<WriteRing>> write_rings_ ABSL_GUARDED_BY(write_rings_mu_);
 };
