@@ -78,6 +78,8 @@ class Runtime {
   // journal is open (else *out and *dir are left alone).
   bool TryJournalStats(journal::Journal::Stats* out, bool* open, std::string* dir);
   const RuntimeOptions& options() const { return options_; }
+  // The stats segment's publisher; null when stats are off or the segment could not be made.
+  StatsPublisher* stats_publisher() { return stats_.get(); }
   // Figures of the mapping containing addr; false when there is none.
   bool MappingStats(const void* addr, umap_mapping_stats* out);
 

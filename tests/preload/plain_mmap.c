@@ -5,6 +5,9 @@
  *   plain_mmap verify FILE SIZE SEED [OFF]    map (from OFF) read-only and compare
  *   plain_mmap hold   FILE SIZE               map, touch every page, print "ready", wait for
  *                                             a line on stdin, unmap
+ *   plain_mmap scan   FILE SIZE SEED          map read-only without touching it, print "ready",
+ *                                             wait for a line on stdin, then check every
+ *                                             byte and print "scanned"
  *   plain_mmap threads FILE SIZE SEED N       N threads, half started before the mmap and
  *                                             half after, each fills its slice; msync; check
  *   plain_mmap kernel-io FILE SIZE OTHER      read() OTHER into the mapping, write() the
@@ -98,6 +101,19 @@ static int CmdHold(const char* path, size_t size) {
   fflush(stdout);
   char line[16];
   if (fgets(line, sizeof(line), stdin) == NULL && ferror(stdin)) return Die("stdin");
+  return munmap(m, size) == 0 ? 0 : Die("munmap");
+}
+
+static int CmdScan(const char* path, size_t size, unsigned seed) {
+  unsigned char* m = MapFile(path, size, PROT_READ, 0, 0);
+  if (m == NULL) return Die("mmap for scan");
+  printf("ready\n");
+  fflush(stdout);
+  char line[16];
+  if (fgets(line, sizeof(line), stdin) == NULL && ferror(stdin)) return Die("stdin");
+  if (Check(m, 0, size, seed) != 0) return 1;
+  printf("scanned\n");
+  fflush(stdout);
   return munmap(m, size) == 0 ? 0 : Die("munmap");
 }
 
@@ -294,6 +310,7 @@ int main(int argc, char** argv) {
     return CmdVerify(path, size, seed, argc > 5 ? (off_t)strtoll(argv[5], NULL, 0) : 0);
   }
   if (strcmp(cmd, "hold") == 0) return CmdHold(path, size);
+  if (strcmp(cmd, "scan") == 0) return CmdScan(path, size, seed);
   if (strcmp(cmd, "threads") == 0)
     return CmdThreads(path, size, seed, argc > 5 ? atoi(argv[5]) : 8);
   if (strcmp(cmd, "kernel-io") == 0) return CmdKernelIo(path, size, argv[4]);
