@@ -326,6 +326,27 @@ std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOpti
     const char* help;
     std::string samples;
   };
+  // Indices into ms, in its order.
+  enum {
+    kCache,
+    kCacheCap,
+    kFaults,
+    kEvictions,
+    kReadBytes,
+    kReads,
+    kWriteBytes,
+    kTimeouts,
+    kInFlight,
+    kOldestAge,
+    kStalled,
+    kPending,
+    kStaged,
+    kSegmentAge,
+    kMapFaults,
+    kMapMisses,
+    kMapResident,
+    kMapDirty
+  };
   std::vector<Metric> ms = {
       {"umap_cache_bytes", "gauge", "Resident cached bytes (blocks plus shadow buffers).", ""},
       {"umap_cache_cap_bytes", "gauge", "Bound on cached bytes.", ""},
@@ -350,41 +371,42 @@ std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOpti
       {"umap_mapping_dirty_blocks", "gauge", "Dirty blocks of one mapping.", ""},
   };
   auto add = [&](int i, const std::string& labels, double v) {
-    absl::StrAppend(&ms[i].samples, ms[i].name, "{", labels, "} ", absl::StrFormat("%.17g", v),
+    absl::StrAppend(&ms[i].samples, ms[i].name, "{", labels, "} ", absl::StrFormat("%.15g", v),
                     "\n");
   };
   for (const ProcessStats& p : ps) {
     for (const StatsSnapshot& s : p.runtimes) {
       const StatsLayout& l = *s.layout;
       const std::string id = absl::StrCat("pid=\"", p.pid, "\",runtime=\"", l.runtime_index, "\"");
-      add(0, id, l.cache_bytes_used);
-      add(1, id, l.cache_bytes_limit);
-      add(2, id + ",kind=\"missing\"", l.faults_missing);
-      add(2, id + ",kind=\"wp\"", l.faults_wp);
-      add(3, id, l.evictions);
-      add(4, id, l.io_bytes);
-      add(5, id, l.io_reads);
-      add(6, id, l.io_write_bytes);
-      add(7, id, l.io_timeouts + l.io_write_timeouts);
-      add(8, id + ",kind=\"read\"", l.reads_in_flight);
-      add(8, id + ",kind=\"write\"", l.writes_in_flight);
+      add(kCache, id, l.cache_bytes_used);
+      add(kCacheCap, id, l.cache_bytes_limit);
+      add(kFaults, id + ",kind=\"missing\"", l.faults_missing);
+      add(kFaults, id + ",kind=\"wp\"", l.faults_wp);
+      add(kEvictions, id, l.evictions);
+      add(kReadBytes, id, l.io_bytes);
+      add(kReads, id, l.io_reads);
+      add(kWriteBytes, id, l.io_write_bytes);
+      add(kTimeouts, id, l.io_timeouts + l.io_write_timeouts);
+      add(kInFlight, id + ",kind=\"read\"", l.reads_in_flight);
+      add(kInFlight, id + ",kind=\"write\"", l.writes_in_flight);
       for (const StatsRequest* r : {&l.oldest_read, &l.oldest_write}) {
         if (r->kind == runtime::kStatsIoNone) continue;
-        add(9, absl::StrCat(id, ",kind=\"", Kind(*r), "\",file=\"", Label(Field(r->path)), "\""),
+        add(kOldestAge,
+            absl::StrCat(id, ",kind=\"", Kind(*r), "\",file=\"", Label(Field(r->path)), "\""),
             RequestAgeUs(s, *r) / 1e6);
       }
       std::string what;
-      add(10, id, Stalled(s, o, &what) ? 1 : 0);
-      add(11, id, l.journal_pending_txns);
-      add(12, id, l.journal_staged_bytes);
-      add(13, id, SinceUs(s) / 1e6);
+      add(kStalled, id, Stalled(s, o, &what) ? 1 : 0);
+      add(kPending, id, l.journal_pending_txns);
+      add(kStaged, id, l.journal_staged_bytes);
+      add(kSegmentAge, id, SinceUs(s) / 1e6);
       for (uint32_t i = 0; i < l.mappings_listed; ++i) {
         const StatsMapping& m = l.mappings[i];
         const std::string ml = absl::StrCat(id, ",file=\"", Label(Field(m.path)), "\"");
-        add(14, ml, m.faults);
-        add(15, ml, m.misses);
-        add(16, ml, m.resident_bytes);
-        add(17, ml, m.dirty_blocks);
+        add(kMapFaults, ml, m.faults);
+        add(kMapMisses, ml, m.misses);
+        add(kMapResident, ml, m.resident_bytes);
+        add(kMapDirty, ml, m.dirty_blocks);
       }
     }
   }
