@@ -353,6 +353,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   m->AttachIo(io_.get(), options_.io_direct);
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
+  if (stats_ != nullptr) stats_->Kick();  // umap-stat lists the new mapping at once
   return static_cast<void*>(base);
 }
 
@@ -523,6 +524,7 @@ void Runtime::Destroy(Mapping* m) {
   ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();
   delete m;
+  if (stats_ != nullptr) stats_->Kick();
   absl::MutexLock l(&mu_);
   free_slots_.push_back(slot);
 }

@@ -61,14 +61,21 @@ StatsPublisher::~StatsPublisher() {
 }
 
 void StatsPublisher::Loop() {
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || kicked_; };
   for (;;) {
     {
       absl::MutexLock l(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(period_ms_));
+      mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(period_ms_));
       if (stop_) return;
+      kicked_ = false;
     }
     PublishNow();
   }
+}
+
+void StatsPublisher::Kick() {
+  absl::MutexLock l(&mu_);
+  kicked_ = true;
 }
 
 void StatsPublisher::PublishNow() {

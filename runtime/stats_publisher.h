@@ -36,6 +36,9 @@ class StatsPublisher {
 
   // One publication now (tests; the thread does the same every period).
   void PublishNow();
+  // Asks the thread to publish at once instead of at the end of its period (a mapping came
+  // or went). Does not wait.
+  void Kick();
   const std::string& path() const { return segment_->path(); }
 
  private:
@@ -51,6 +54,7 @@ class StatsPublisher {
   std::thread thread_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool kicked_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex publish_mu_;  // one publication at a time (thread and PublishNow)
   uint64_t journal_read_mono_us_ ABSL_GUARDED_BY(publish_mu_) = 0;
 };
