@@ -99,6 +99,7 @@ void Shim::Install() {
 }
 
 umap_runtime* Shim::Runtime() {
+  runtime_touched_.store(true, std::memory_order_seq_cst);
   std::lock_guard<std::mutex> l(runtime_mu_);
   if (runtime_ == nullptr && runtime_errno_ == 0) {
     runtime_ = umap_runtime_create(&config_);
@@ -258,6 +259,7 @@ void Shim::AtExit() {
   if (s == nullptr) return;
   ReentryGuard guard;
   s->exiting_.store(true, std::memory_order_release);
+  s->runtime_touched_.store(true, std::memory_order_seq_cst);
   s->registry_.ForEachLive([&](int index, const ShimMapping& m) {
     if (s->registry_.Claim(index, m)) s->UnmapEntry(index, m);  // logs its own failure
   });
@@ -271,10 +273,13 @@ void Shim::AtExit() {
 
 void Shim::AfterForkInChild() {
   // Runs in the child of fork(), where only async-signal-safe calls are allowed and the
-  // runtime's threads do not exist: no locks, no allocation. From here on every call goes
-  // to libc; each Umap mapping becomes a plain read-only view of its file.
-  Shim* s = active_.exchange(nullptr, std::memory_order_acq_rel);
-  if (s == nullptr) return;
+  // runtime's threads do not exist: no locks, no allocation. A parent that never started a
+  // runtime has no Umap state the child could inherit half-made: the child keeps the shim.
+  Shim* s = active_.load(std::memory_order_acquire);
+  if (s == nullptr || !s->runtime_touched_.load(std::memory_order_seq_cst)) return;
+  // Otherwise every call goes to libc from here on, and each Umap mapping becomes a plain
+  // read-only view of its file.
+  active_.store(nullptr, std::memory_order_release);
   s->registry_.ForEachLive([](int, const ShimMapping& m) {
     // If this fails the range stays unmapped: SIGSEGV on access, never zeros.
     RealMmap(reinterpret_cast<void*>(m.base), m.map_len, PROT_READ, MAP_SHARED | MAP_FIXED, m.fd,

@@ -27,8 +27,9 @@
 // fork(): Umap mappings are not inherited (the runtime's threads do not exist in the
 // child). The child gets, at the same addresses, a plain read-only MAP_SHARED mapping of
 // each file: it reads what the file holds (the parent's synced data, not its unsynced
-// changes), and a write raises SIGSEGV. Never silent zeros. The child's own calls all go
-// to libc.
+// changes), and a write raises SIGSEGV. Never silent zeros. Once the parent has started a
+// runtime, the child's own calls all go to libc; a child forked before that keeps the shim
+// and starts a runtime of its own when it maps a file.
 // Exit: a process that calls exit() has its mappings unmapped with write-back, as the
 // kernel writes back a MAP_SHARED mapping, and its runtime shut down. A process that dies
 // by a signal or _exit() leaves its journal for umap-recover.
@@ -120,6 +121,9 @@ class Shim {
   umap_runtime* runtime_ = nullptr;  // guarded by runtime_mu_; lives until AtExit
   int runtime_errno_ = 0;            // guarded by runtime_mu_: why creation failed
   std::atomic<bool> exiting_{false};
+  // Set before runtime_mu_ is first taken: a fork() child that sees it false knows no thread
+  // held that lock or any runtime state at the fork, so it may keep using the shim.
+  std::atomic<bool> runtime_touched_{false};
   std::atomic<bool> atexit_registered_{false};
 };
 

@@ -85,8 +85,8 @@ class UserModeOnlyRegion {
       copy.dst = at;
       copy.src = reinterpret_cast<uint64_t>(fill.data());
       copy.len = kPage;
+      faults_.fetch_add(1);  // before the copy wakes the faulting thread, which may look
       ::ioctl(fd_, UFFDIO_COPY, &copy);
-      faults_.fetch_add(1);
     }
   }
 

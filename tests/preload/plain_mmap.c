@@ -16,6 +16,8 @@
  *   plain_mmap fork   FILE SIZE SEED          fill + msync; a fork child reads the mapping
  *                                             (must see the synced bytes), then writes one
  *                                             byte (must die with SIGSEGV)
+ *   plain_mmap fork-first FILE SIZE           fork before any mapping; the child prints
+ *                                             "child PID" and runs hold (the parent waits)
  *   plain_mmap partial FILE SIZE              munmap of half a mapping must fail with EINVAL
  *                                             and leave the mapping whole
  *   plain_mmap advise FILE SIZE SEED          fill; madvise(DONTNEED) keeps the bytes;
@@ -204,6 +206,18 @@ static int CmdFork(const char* path, size_t size, unsigned seed) {
   return 0;
 }
 
+static int CmdForkFirst(const char* path, size_t size) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    printf("child %d\n", (int)getpid());
+    fflush(stdout);
+    _exit(CmdHold(path, size));
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return Die("fork/wait");
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
 static int CmdPartial(const char* path, size_t size) {
   unsigned char* m = MapFile(path, size, PROT_READ, 0, 0);
   if (m == NULL) return Die("mmap");
@@ -316,6 +330,7 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "kernel-io") == 0) return CmdKernelIo(path, size, argv[4]);
   if (strcmp(cmd, "fork") == 0) return CmdFork(path, size, seed);
   if (strcmp(cmd, "partial") == 0) return CmdPartial(path, size);
+  if (strcmp(cmd, "fork-first") == 0) return CmdForkFirst(path, size);
   if (strcmp(cmd, "advise") == 0) return CmdAdvise(path, size, seed);
   if (strcmp(cmd, "grow") == 0) return CmdGrow(path, size, seed);
   if (strcmp(cmd, "exit-mapped") == 0) return CmdExitMapped(path, size, seed);

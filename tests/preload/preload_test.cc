@@ -166,6 +166,21 @@ TEST_F(PreloadTest, ForkChildReadsTheSyncedFileAndItsWritesAreRefused) {
   ExpectPattern(f, 1048576, 9);
 }
 
+TEST_F(PreloadTest, AChildForkedBeforeAnyMappingKeepsTheShim) {
+  const std::string f = umap_dir_ + "/ff.bin";
+  ASSERT_EQ(Plain({"write", f, "1048576", "3"}, {}).code, 0);
+  ChildProcess p({PLAIN_MMAP, "fork-first", f, "1048576"}, Preload(), dir_.File("ff.err"));
+  const std::string child = p.ReadLine();
+  ASSERT_EQ(child.rfind("child ", 0), 0u) << child;
+  const pid_t pid = std::stoi(child.substr(6));
+  ASSERT_EQ(p.ReadLine().rfind("ready", 0), 0u);
+  EXPECT_EQ(preloadtest::MapsLinesNaming(pid, f), 0);  // a Umap mapping of the child's own
+  EXPECT_TRUE(preloadtest::HoldsUserfaultfd(pid));
+  p.CloseStdin();
+  Exit x = p.Wait();
+  EXPECT_EQ(x.code, 0) << x.err;
+}
+
 TEST_F(PreloadTest, MunmapOfPartOfAMappingIsRefusedWithEinval) {
   const std::string f = umap_dir_ + "/p.bin";
   ASSERT_EQ(Plain({"write", f, "1048576", "1"}, {}).code, 0);
