@@ -46,7 +46,7 @@ class StatsPublisher {
       : rt_(rt), period_ms_(period_ms), segment_(std::move(segment)) {}
   void Loop();
   void FillRuntime(StatsLayout* l);
-  void FillJournal(StatsLayout* l);
+  void FillJournal(StatsLayout* l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(publish_mu_);
 
   Runtime* const rt_;
   const unsigned period_ms_;
