@@ -12,7 +12,9 @@
  *                                             half after, each fills its slice; msync; check
  *   plain_mmap kernel-io FILE SIZE OTHER      read() OTHER into the mapping, write() the
  *                                             mapping to OTHER.out, pread/pwrite/readv/writev
- *                                             too; msync
+ *                                             too; send() its first 64 KiB over a socket
+ *                                             and recv() them into a fresh mapping of
+ *                                             OTHER.sock; msync
  *   plain_mmap fork   FILE SIZE SEED          fill + msync; a fork child reads the mapping
  *                                             (must see the synced bytes), then writes one
  *                                             byte (must die with SIGSEGV)
@@ -38,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -179,6 +182,20 @@ static int CmdKernelIo(const char* path, size_t size, const char* other) {
   if (writev(o, iov, 2) != (ssize_t)size) return Die("writev from the mapping");
   if (pwrite(o, m, 4096, 0) != 4096) return Die("pwrite from the mapping");
   close(o);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return Die("socketpair");
+  snprintf(out, sizeof(out), "%s.sock", other);
+  unsigned char* s = MapFile(out, 65536, PROT_READ | PROT_WRITE, 0, 1);
+  if (s == NULL) return Die("mmap OTHER.sock");
+  if (send(sv[0], m, 65536, 0) != 65536) return Die("send from the mapping");
+  for (size_t got = 0; got < 65536;) {
+    ssize_t r = recv(sv[1], s + got, 65536 - got, 0);
+    if (r <= 0) return Die("recv into a fresh mapping");
+    got += (size_t)r;
+  }
+  if (msync(s, 65536, MS_SYNC) != 0 || munmap(s, 65536) != 0) return Die("msync OTHER.sock");
+  close(sv[0]);
+  close(sv[1]);
   if (msync(m, size, MS_SYNC) != 0) return Die("msync");
   if (munmap(m, size) != 0) return Die("munmap");
   close(in);

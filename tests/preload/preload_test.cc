@@ -151,12 +151,14 @@ TEST_F(PreloadTest, ThreadsStartedBeforeAndAfterTheFirstMappingShareIt) {
 }
 
 TEST_F(PreloadTest, ReadAndWriteSystemCallsOnUmapBuffers) {
-  const std::string f = umap_dir_ + "/k.bin", other = plain_dir_ + "/src.bin";
+  // The source sits under UMAP_PATHS too: OTHER.sock, next to it, is then a Umap mapping.
+  const std::string f = umap_dir_ + "/k.bin", other = umap_dir_ + "/src.bin";
   ASSERT_EQ(Plain({"write", other, "2097152", "8"}, {}).code, 0);
   Exit x = Plain({"kernel-io", f, "2097152", other}, Preload());
   ASSERT_EQ(x.code, 0) << x.err;
   ExpectPattern(f, 2097152, 8);               // read()/pread() into the mapping
   ExpectPattern(other + ".out", 2097152, 8);  // writev()/pwrite() from it
+  ExpectPattern(other + ".sock", 65536, 8);   // send() from it, recv() into another
 }
 
 TEST_F(PreloadTest, ForkChildReadsTheSyncedFileAndItsWritesAreRefused) {
