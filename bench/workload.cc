@@ -252,7 +252,10 @@ void AppendDec(char*& p, char* end, uint64_t v) {
 }
 
 // Async-signal-safe: formats with the helpers above, writes, exits 3.
-void OnSigbus(int, siginfo_t* si, void*) {
+void OnSigbus(int sig, siginfo_t* si, void* ucontext) {
+  // Installed after Umap's own handler: in signal fault mode an ordinary miss is a SIGBUS
+  // that Umap resolves (include/umap/umap.h).
+  if (umap_handle_signal(sig, si, ucontext)) return;
   char buf[1024];
   char* p = buf;
   char* end = buf + sizeof(buf) - 1;

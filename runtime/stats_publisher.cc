@@ -28,6 +28,14 @@ void Put(char (&field)[N], const std::string& s) {
   StatsSegment::CopyField(field, N, s);
 }
 
+const char* UffdAccessLabel(UffdAccess a) {
+  switch (a) {
+    case UffdAccess::kDevice: return "/dev/userfaultfd";
+    case UffdAccess::kUserModeOnly: return "user-mode-only";
+    default: return "syscall";
+  }
+}
+
 uint64_t Age(uint64_t now, uint64_t since) { return since != 0 && now > since ? now - since : 0; }
 
 void Request(const io::InFlightRequest& r, uint32_t kind, uint64_t now, StatsRequest* out) {
@@ -91,7 +99,7 @@ void StatsPublisher::PublishNow() {
 
 void StatsPublisher::FillRuntime(StatsLayout* l) {
   const RuntimeOptions& o = rt_->options();
-  Put(l->uffd_mode, rt_->uffd().mode_name());
+  Put(l->uffd_access, UffdAccessLabel(rt_->uffd().access()));
   Put(l->policy, PolicyName(o.policy));
   Put(l->journal_mode, JournalModeName(o.journal_mode));
   l->block_size = rt_->geometry().block_size;
@@ -100,6 +108,7 @@ void StatsPublisher::FillRuntime(StatsLayout* l) {
   rt_->WhileMappingsPinned([&] {
     const umap_stats s = rt_->Stats();
     Put(l->io_engine, s.io_engine == UMAP_IO_URING ? "uring" : "posix");
+    Put(l->fault_mode, s.fault_mode == UMAP_FAULT_HANDLER ? "handler" : "signal");
     l->cache_bytes_used = s.cache_bytes_used;
     l->cache_bytes_peak = s.cache_bytes_peak;
     l->cache_bytes_limit = s.cache_bytes_limit;

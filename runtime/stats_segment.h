@@ -82,7 +82,9 @@ struct StatsLayout {
   uint64_t published_mono_us;  // CLOCK_MONOTONIC (machine-wide): readers compute staleness
   uint32_t period_ms;
   uint32_t state;        // StatsState
-  char uffd_mode[16];    // "full", "device", "user-mode-only"
+  char fault_mode[8];     // who resolves faults: "signal" (the faulting thread), "handler"
+  char uffd_access[24];   // how userfaultfd was reached: "syscall", "/dev/userfaultfd",
+                          // "user-mode-only"
   char io_engine[8];     // "uring", "posix"
   char policy[8];        // "atomic", "relaxed"
   char journal_mode[8];  // "data", "intent", "off"

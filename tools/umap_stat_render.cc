@@ -57,7 +57,8 @@ std::string SizeHist(const StatsLayout& l) {
 
 void TextRuntime(const StatsSnapshot& s, const StatOptions& o, std::string* out) {
   const StatsLayout& l = *s.layout;
-  absl::StrAppend(out, "runtime ", l.runtime_index, ": userfaultfd ", Field(l.uffd_mode), ", ",
+  absl::StrAppend(out, "runtime ", l.runtime_index, ": ", Field(l.fault_mode),
+                  " fault mode, userfaultfd via ", Field(l.uffd_access), ", ",
                   Field(l.io_engine), " I/O, policy ", Field(l.policy), ", journal ",
                   Field(l.journal_mode), ", blocks of ", HumanBytes(l.block_size), "; updated ",
                   Seconds(SinceUs(s)), " ago",
@@ -146,7 +147,8 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
   w->Field("updated_ms_ago", SinceUs(s) / 1000);
   w->Field("frozen", Frozen(s));
   w->Field("closing", l.state == runtime::kStatsClosed);
-  w->Field("userfaultfd_mode", Field(l.uffd_mode));
+  w->Field("fault_mode", Field(l.fault_mode));
+  w->Field("userfaultfd_access", Field(l.uffd_access));
   w->Field("io_engine", Field(l.io_engine));
   w->Field("policy", Field(l.policy));
   w->Field("journal_mode", Field(l.journal_mode));

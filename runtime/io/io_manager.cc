@@ -287,6 +287,12 @@ InFlight IoManager::InFlightNow() const {
     out.reads++;
     oldest(&out.oldest_read, r);
   }
+  for (int i = 0; i < kInlineTrackers; ++i) {
+    InFlightRequest r;
+    if (!inline_pub_[i].Read(&r)) continue;
+    out.reads++;
+    oldest(&out.oldest_read, r);
+  }
   for (int i = 0; i < kWriteTrackers; ++i) {
     InFlightRequest r;
     if (!write_pub_[i].Read(&r)) continue;
@@ -441,12 +447,47 @@ void IoManager::RemoveQueue(IoQueue* queue) {
   delete qs;
 }
 
-void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb) {
+void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb, bool kick) {
   StateOf(queue)->outstanding.fetch_add(1, std::memory_order_relaxed);
   sched_.Push(queue, block, cb, Now());
-  // The submitting handler pumps its own channel after its batch of faults; only the
-  // manager's own drivers (before handlers attach) need a wake-up.
+  if (kick) Kick();
+}
+
+void IoManager::Kick() {
+  // A submitting handler pumps its own channel after its batch of faults; only the
+  // manager's own drivers (signal mode, or before handlers attach) need a wake-up.
   if (own_drivers_.load(std::memory_order_acquire)) WakeChannels();
+}
+
+void IoManager::NoteInlineRead(size_t bytes) {
+  counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.inline_reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  counters_.size_hist[SizeBucket(options_.block_size)].fetch_add(1, std::memory_order_relaxed);
+}
+
+template <int N>
+int IoManager::Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner,
+                     uint64_t offset, uint64_t length) {
+  for (int i = 0; i < N; ++i) {
+    bool no = false;
+    if (used[i].compare_exchange_strong(no, true, std::memory_order_acquire)) {
+      pub[i].Publish(owner, offset, length, 0, Now());
+      return i;
+    }
+  }
+  return -1;
+}
+
+int IoManager::BeginInlineRead(const IoQueue* queue, uint64_t offset, uint64_t length) {
+  return Track(inline_pub_, inline_pub_used_, queue, offset, length);
+}
+
+void IoManager::EndInlineRead(int token) {
+  if (token < 0) return;
+  inline_pub_[token].Clear();
+  inline_pub_used_[token].store(false, std::memory_order_release);
 }
 
 void IoManager::WakeChannels(const UringChannel* except) {
@@ -634,16 +675,11 @@ absl::Status IoManager::Write(File* file, absl::Span<const WritePiece> pieces,
                               absl::FunctionRef<void()> before_each) {
   // Reported by InFlightNow while this call runs (the whole write-back, from its first
   // offset); a call that finds every tracker taken is simply not reported.
-  int tracker = -1;
-  for (int i = 0; i < kWriteTrackers && tracker < 0 && !pieces.empty(); ++i) {
-    bool no = false;
-    if (write_pub_used_[i].compare_exchange_strong(no, true, std::memory_order_acquire)) {
-      tracker = i;
-      uint64_t total = 0;
-      for (const WritePiece& p : pieces) total += p.len;
-      write_pub_[i].Publish(file, pieces.front().offset, total, 0, Now());
-    }
-  }
+  uint64_t total = 0;
+  for (const WritePiece& p : pieces) total += p.len;
+  const int tracker = pieces.empty() ? -1
+                                     : Track(write_pub_, write_pub_used_, file,
+                                             pieces.front().offset, total);
   absl::Status s = writer_.Write(file, pieces, before_each);
   if (tracker >= 0) {
     write_pub_[tracker].Clear();

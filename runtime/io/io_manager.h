@@ -68,6 +68,7 @@ struct IoCounters {
   std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
       retries{0}, errors{0}, sync_reads{0};
   std::atomic<uint64_t> interrupted{0};  // reads that returned EINTR/EAGAIN and were requeued
+  std::atomic<uint64_t> inline_reads{0};  // of `reads`: done by the faulting thread itself
   std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
 };
 
@@ -126,6 +127,14 @@ class IoManager {
   void DriveChannelsExternally(bool external);
   const IoOptions& options() const { return options_; }
   IoCounters& counters() { return counters_; }
+  // Counts a block read by a faulting thread itself (signal mode), so the read figures
+  // cover every read from the files.
+  void NoteInlineRead(size_t bytes);
+  // Such a read while it runs, for InFlightNow: Begin returns a token for End (-1 when every
+  // tracker is taken; that read is then not reported). Lock-free and async-signal-safe (the
+  // signal mode reads inside its SIGBUS handler).
+  int BeginInlineRead(const IoQueue* queue, uint64_t offset, uint64_t length);
+  void EndInlineRead(int token);
 
   // What is in flight now, and the oldest read and write. Lock-free: reads only atomics
   // that the channels publish as they issue and reap, so an observer (the stats
@@ -139,8 +148,13 @@ class IoManager {
   // flight. REQUIRES: nothing submits to it any more.
   void RemoveQueue(IoQueue* queue);
 
-  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete.
-  void Submit(IoQueue* queue, uint64_t block, uint32_t cb);
+  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete. With
+  // `kick` false the channels are not told yet: queue a batch, then Kick() once, so that
+  // the batch is merged before a channel takes any of it.
+  void Submit(IoQueue* queue, uint64_t block, uint32_t cb, bool kick = true);
+  // Tells channels driven by the manager's own threads that work is queued (channels driven
+  // by fault handlers are pumped by them after each batch of faults).
+  void Kick();
 
   // Write-backs go through the WriteEngine (base/write_engine.h), configured with this
   // manager's depth, largest I/O and deadline; see WriteEngine::Write for the contract.
@@ -163,7 +177,12 @@ class IoManager {
     // Copies a consistent view into *out; false when idle or changing.
     bool Read(InFlightRequest* out) const;
   };
-  static constexpr int kWriteTrackers = 32;  // concurrent Write calls reported
+  static constexpr int kWriteTrackers = 32;   // concurrent Write calls reported
+  static constexpr int kInlineTrackers = 64;  // concurrent inline reads reported
+  // Claims a free tracker of `used` and publishes the request in it; -1 when all are taken.
+  template <int N>
+  int Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner,
+            uint64_t offset, uint64_t length);
   IoManager(const IoOptions& options, Env* env, Engine engine);
   absl::Status Start();
   // Synchronous channel `index`: takes runs and reads them with File::ReadAt.
@@ -210,6 +229,8 @@ class IoManager {
   absl::Mutex watchdog_mu_;  // only to wake the watchdog at destruction
   PublishedIo write_pub_[kWriteTrackers];
   std::atomic<bool> write_pub_used_[kWriteTrackers] = {};
+  PublishedIo inline_pub_[kInlineTrackers];
+  std::atomic<bool> inline_pub_used_[kInlineTrackers] = {};
   WriteEngine writer_;
 };
 

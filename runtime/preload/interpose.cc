@@ -87,6 +87,53 @@ int mprotect(void* addr, size_t len, int prot) noexcept {
   return s->Mprotect(addr, len, prot);
 }
 
+// SIGBUS dispositions: virtual once the runtime runs in signal mode (SigbusChain); every
+// other signal, and every call before that, goes to libc.
+int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  Shim* s = Active();
+  if (s == nullptr || sig != SIGBUS || !s->sigbus().active()) {
+    return real::RealSigaction(sig, act, old);
+  }
+  return s->sigbus().Sigaction(act, old);
+}
+
+namespace {
+
+// signal() and sysv_signal() for SIGBUS while the chain is active: the same dispositions
+// glibc would set with sigaction, through the chain.
+sighandler_t ChainedSignal(Shim* s, sighandler_t handler, int flags, bool mask_self) {
+  struct sigaction act = {}, old = {};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  if (mask_self) sigaddset(&act.sa_mask, SIGBUS);
+  act.sa_flags = flags;
+  if (s->sigbus().Sigaction(&act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;  // shares its storage with sa_sigaction (a union in glibc)
+}
+
+}  // namespace
+
+sighandler_t signal(int sig, sighandler_t handler) noexcept {
+  Shim* s = Active();
+  if (s == nullptr || sig != SIGBUS || !s->sigbus().active()) {
+    return real::RealSignal(sig, handler);
+  }
+  return ChainedSignal(s, handler, SA_RESTART, /*mask_self=*/true);
+}
+
+sighandler_t bsd_signal(int sig, sighandler_t handler) noexcept __attribute__((alias("signal")));
+
+sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
+  Shim* s = Active();
+  if (s == nullptr || sig != SIGBUS || !s->sigbus().active()) {
+    return real::RealSysvSignal(sig, handler);
+  }
+  return ChainedSignal(s, handler, SA_RESETHAND | SA_NODEFER, /*mask_self=*/false);
+}
+
+sighandler_t __sysv_signal(int sig, sighandler_t handler) noexcept
+    __attribute__((alias("sysv_signal")));
+
 // The read/write family: no ReentryGuard here. Touching the buffer faults into the
 // runtime's handler threads, which must not see this thread as "inside" anything, and
 // these calls never enter the runtime themselves.

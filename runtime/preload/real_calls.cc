@@ -30,13 +30,16 @@ enum Fn : int {
   kSend,
   kRecvfrom,
   kSendto,
+  kSigaction,
+  kSignal,
+  kSysvSignal,
   kCount
 };
 
-constexpr const char* kNames[kCount] = {"mmap",     "munmap",   "msync",    "mremap",    "madvise",
-                                        "mprotect", "read",     "write",    "pread64",   "pwrite64",
-                                        "readv",    "writev",   "preadv64", "pwritev64", "recv",
-                                        "send",     "recvfrom", "sendto"};
+constexpr const char* kNames[kCount] = {
+    "mmap",  "munmap",  "msync",    "mremap", "madvise",   "mprotect", "read",
+    "write", "pread64", "pwrite64", "readv",  "writev",    "preadv64", "pwritev64",
+    "recv",  "send",    "recvfrom", "sendto", "sigaction", "signal",   "sysv_signal"};
 
 std::atomic<void*> g_fn[kCount];
 
@@ -49,6 +52,8 @@ F Next(Fn f) {
 inline long Hi(off_t off) { return static_cast<long>(static_cast<uint64_t>(off) >> 32); }
 
 }  // namespace
+
+extern "C" int __sigaction(int sig, const struct sigaction* act, struct sigaction* old);
 
 void ResolveRealCalls() {
   for (int i = 0; i < kCount; ++i) {
@@ -93,6 +98,38 @@ int RealMadvise(void* addr, size_t len, int advice) {
 int RealMprotect(void* addr, size_t len, int prot) {
   if (auto f = Next<int (*)(void*, size_t, int)>(kMprotect)) return f(addr, len, prot);
   return static_cast<int>(::syscall(SYS_mprotect, addr, len, prot));
+}
+
+int RealSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  if (auto f = Next<int (*)(int, const struct sigaction*, struct sigaction*)>(kSigaction)) {
+    return f(sig, act, old);
+  }
+  return __sigaction(sig, act, old);
+}
+
+namespace {
+
+// signal()/sysv_signal() on top of sigaction, as glibc implements them.
+sighandler_t SignalVia(int sig, sighandler_t handler, int flags, bool mask_self) {
+  struct sigaction act = {}, old = {};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  if (mask_self) sigaddset(&act.sa_mask, sig);
+  act.sa_flags = flags;
+  if (RealSigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}
+
+}  // namespace
+
+sighandler_t RealSignal(int sig, sighandler_t handler) {
+  if (auto f = Next<sighandler_t (*)(int, sighandler_t)>(kSignal)) return f(sig, handler);
+  return SignalVia(sig, handler, SA_RESTART, /*mask_self=*/true);
+}
+
+sighandler_t RealSysvSignal(int sig, sighandler_t handler) {
+  if (auto f = Next<sighandler_t (*)(int, sighandler_t)>(kSysvSignal)) return f(sig, handler);
+  return SignalVia(sig, handler, SA_RESETHAND | SA_NODEFER, /*mask_self=*/false);
 }
 
 ssize_t RealRead(int fd, void* buf, size_t n) {

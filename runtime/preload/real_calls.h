@@ -12,6 +12,7 @@
 #ifndef UMAP_RUNTIME_PRELOAD_REAL_CALLS_H_
 #define UMAP_RUNTIME_PRELOAD_REAL_CALLS_H_
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -29,6 +30,13 @@ int RealMsync(void* addr, size_t len, int flags);
 void* RealMremap(void* old_addr, size_t old_len, size_t new_len, int flags, void* new_addr);
 int RealMadvise(void* addr, size_t len, int advice);
 int RealMprotect(void* addr, size_t len, int prot);
+// Before resolution: glibc's exported __sigaction (a raw rt_sigaction would need libc's
+// signal-return trampoline).
+int RealSigaction(int sig, const struct sigaction* act, struct sigaction* old);
+// signal() (BSD semantics) and sysv_signal(); before resolution emulated with sigaction as
+// glibc defines them.
+sighandler_t RealSignal(int sig, sighandler_t handler);
+sighandler_t RealSysvSignal(int sig, sighandler_t handler);
 
 ssize_t RealRead(int fd, void* buf, size_t n);
 ssize_t RealWrite(int fd, const void* buf, size_t n);

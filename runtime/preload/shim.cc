@@ -23,6 +23,7 @@ namespace umap::preload {
 
 using c_api::umap_config_init;
 using c_api::umap_ex;
+using c_api::umap_get_stats;
 using c_api::umap_runtime_create;
 using c_api::umap_runtime_destroy;
 using c_api::umsync;
@@ -102,7 +103,13 @@ umap_runtime* Shim::Runtime() {
   runtime_touched_.store(true, std::memory_order_seq_cst);
   std::lock_guard<std::mutex> l(runtime_mu_);
   if (runtime_ == nullptr && runtime_errno_ == 0) {
+    sigbus_.BeforeRuntime();
     runtime_ = umap_runtime_create(&config_);
+    umap_stats st;
+    if (runtime_ != nullptr && umap_get_stats(runtime_, &st) == 0 &&
+        st.fault_mode == UMAP_FAULT_SIGNAL) {
+      sigbus_.Activate();  // Umap's SIGBUS handler is installed now: keep it first
+    }
     if (runtime_ == nullptr) {
       runtime_errno_ = errno ? errno : EINVAL;
       UMAP_LOG(kError, "libumap_preload: cannot start the Umap runtime (",
@@ -278,8 +285,10 @@ void Shim::AfterForkInChild() {
   Shim* s = active_.load(std::memory_order_acquire);
   if (s == nullptr || !s->runtime_touched_.load(std::memory_order_seq_cst)) return;
   // Otherwise every call goes to libc from here on, and each Umap mapping becomes a plain
-  // read-only view of its file.
+  // read-only view of its file. SIGBUS goes back to the program's own disposition: the
+  // parent's runtime (copied into the child, its threads gone) must never serve a fault.
   active_.store(nullptr, std::memory_order_release);
+  s->sigbus_.RestoreProgramDisposition();
   s->registry_.ForEachLive([](int, const ShimMapping& m) {
     // If this fails the range stays unmapped: SIGSEGV on access, never zeros.
     RealMmap(reinterpret_cast<void*>(m.base), m.map_len, PROT_READ, MAP_SHARED | MAP_FIXED, m.fd,

@@ -30,6 +30,8 @@
 // changes), and a write raises SIGSEGV. Never silent zeros. Once the parent has started a
 // runtime, the child's own calls all go to libc; a child forked before that keeps the shim
 // and starts a runtime of its own when it maps a file.
+// SIGBUS: in signal fault mode the program's own SIGBUS handlers are chained behind Umap's
+// (SigbusChain).
 // Exit: a process that calls exit() has its mappings unmapped with write-back, as the
 // kernel writes back a MAP_SHARED mapping, and its runtime shut down. A process that dies
 // by a signal or _exit() leaves its journal for umap-recover.
@@ -50,6 +52,7 @@
 #include "runtime/preload/kernel_access.h"
 #include "runtime/preload/mapping_registry.h"
 #include "runtime/preload/path_filter.h"
+#include "runtime/preload/sigbus_chain.h"
 #include "umap/umap_types.h"
 
 namespace umap::preload {
@@ -90,6 +93,7 @@ class Shim {
   const KernelAccess& kernel_access() const { return kernel_access_; }
   const MappingRegistry& registry() const { return registry_; }
   const PathFilter& filter() const { return filter_; }
+  SigbusChain& sigbus() { return sigbus_; }
 
  private:
   Shim();
@@ -116,6 +120,7 @@ class Shim {
   umap_config config_{};
   MappingRegistry registry_;
   KernelAccess kernel_access_;
+  SigbusChain sigbus_;
 
   std::mutex runtime_mu_;
   umap_runtime* runtime_ = nullptr;  // guarded by runtime_mu_; lives until AtExit

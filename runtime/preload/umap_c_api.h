@@ -8,6 +8,7 @@
 #ifndef UMAP_RUNTIME_PRELOAD_UMAP_C_API_H_
 #define UMAP_RUNTIME_PRELOAD_UMAP_C_API_H_
 
+#include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,6 +25,7 @@ void* umap_ex(umap_runtime* runtime, void* addr, size_t length, int prot, int fl
 int uunmap(void* addr, size_t length);
 int umsync(void* addr, size_t length, int flags);
 int umap_get_stats(umap_runtime* runtime, umap_stats* out);
+int umap_handle_signal(int sig, siginfo_t* info, void* ucontext);
 
 }  // extern "C"
 }  // namespace umap::c_api

@@ -27,6 +27,12 @@
  *   plain_mmap grow   FILE SIZE SEED          fill SIZE, extend the file, mremap(MAYMOVE) to
  *                                             twice the size, old bytes kept, fill the rest
  *   plain_mmap exit-mapped FILE SIZE SEED     fill and exit() without msync or munmap
+ *   plain_mmap sigbus FILE 4096 SEED WHEN     install a SIGBUS handler BEFORE or AFTER
+ *                                             mapping 2 pages of a 1-page file: the first
+ *                                             page reads and writes normally, the second
+ *                                             (past end of file) reaches the handler;
+ *                                             signal() and sigaction() report the
+ *                                             program's own handlers
  * With PLAIN_MMAP_CTOR_FILE=PATH (PATH holds at least 4096 bytes) a constructor maps PATH
  * before main() and prints the sum of its first page; main() checks it again.
  * Exit 0 on success; 1 with a message naming what differed. */
@@ -34,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -293,6 +300,76 @@ static int CmdExitMapped(const char* path, size_t size, unsigned seed) {
   exit(0); /* the kernel writes a MAP_SHARED mapping back; so must the shim */
 }
 
+static sigjmp_buf g_jmp;
+static void* volatile g_bus_addr;
+static volatile int g_bus_hits;
+
+static void OnBus(int sig, siginfo_t* si, void* uc) {
+  (void)sig;
+  (void)uc;
+  g_bus_hits++;
+  g_bus_addr = si->si_addr;
+  siglongjmp(g_jmp, 1);
+}
+
+static int CmdSigbus(const char* path, unsigned seed, int before) {
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Die("open");
+  unsigned char page[4096];
+  for (int i = 0; i < 4096; ++i) page[i] = Pattern((uint64_t)i, seed);
+  if (write(fd, page, sizeof(page)) != (ssize_t)sizeof(page)) return Die("write");
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = OnBus;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (before && sigaction(SIGBUS, &sa, &old) != 0) return Die("sigaction before");
+  unsigned char* m = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return Die("mmap");
+  if (!before) {
+    if (sigaction(SIGBUS, &sa, &old) != 0) return Die("sigaction after");
+    if (old.sa_handler != SIG_DFL) {
+      fprintf(stderr, "plain_mmap: the SIGBUS handler before ours is not SIG_DFL\n");
+      return 1;
+    }
+  }
+  /* Faults on the file's page are served, whoever handles SIGBUS. */
+  if (Check(m, 0, 4096, seed) != 0) return 1;
+  m[10] = 'x';
+  if (g_bus_hits != 0) {
+    fprintf(stderr, "plain_mmap: the handler saw %d signals for ordinary faults\n", g_bus_hits);
+    return 1;
+  }
+  if (sigsetjmp(g_jmp, 1) == 0) {
+    volatile unsigned char c = m[4096 + 7]; /* past end of file */
+    (void)c;
+    fprintf(stderr, "plain_mmap: no SIGBUS past end of file\n");
+    return 1;
+  }
+  if (g_bus_hits != 1 || ((uintptr_t)g_bus_addr & ~(uintptr_t)4095) != (uintptr_t)(m + 4096)) {
+    fprintf(stderr, "plain_mmap: handler saw %d signals, address %p (page %p expected)\n",
+            g_bus_hits, g_bus_addr, (void*)(m + 4096));
+    return 1;
+  }
+  void (*prev)(int) = signal(SIGBUS, SIG_DFL);
+  if (prev != (void (*)(int))(void*)OnBus) {
+    fprintf(stderr, "plain_mmap: signal() did not return the handler sigaction set\n");
+    return 1;
+  }
+  if (sigaction(SIGBUS, NULL, &old) != 0 || old.sa_handler != SIG_DFL) {
+    fprintf(stderr, "plain_mmap: sigaction() does not report SIG_DFL after signal()\n");
+    return 1;
+  }
+  if (msync(m, 4096, MS_SYNC) != 0 || munmap(m, 8192) != 0) return Die("msync/munmap");
+  unsigned char back = 0;
+  if (pread(fd, &back, 1, 10) != 1 || back != 'x') {
+    fprintf(stderr, "plain_mmap: the write did not reach the file\n");
+    return 1;
+  }
+  close(fd);
+  return 0;
+}
+
 static unsigned g_ctor_sum;
 static int g_ctor_done;
 
@@ -351,6 +428,9 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "advise") == 0) return CmdAdvise(path, size, seed);
   if (strcmp(cmd, "grow") == 0) return CmdGrow(path, size, seed);
   if (strcmp(cmd, "exit-mapped") == 0) return CmdExitMapped(path, size, seed);
+  if (strcmp(cmd, "sigbus") == 0) {
+    return CmdSigbus(path, seed, argc > 5 && strcmp(argv[5], "before") == 0);
+  }
   fprintf(stderr, "plain_mmap: unknown command %s\n", cmd);
   return 2;
 }

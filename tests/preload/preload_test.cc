@@ -183,6 +183,21 @@ TEST_F(PreloadTest, AChildForkedBeforeAnyMappingKeepsTheShim) {
   EXPECT_EQ(x.code, 0) << x.err;
 }
 
+TEST_F(PreloadTest, TheProgramsOwnSigbusHandlerGetsOnlyItsSignals) {
+  // A handler installed after the runtime started (signal fault mode: Umap's own SIGBUS
+  // handler is in place) and one installed before: either way Umap's faults are served,
+  // the bus error past end of file reaches the program's handler, and the program sees its
+  // own dispositions. The same program with the kernel's mmap behaves the same.
+  for (const char* when : {"after", "before"}) {
+    SCOPED_TRACE(when);
+    const std::string f = umap_dir_ + "/sb.bin", g = plain_dir_ + "/sb.bin";
+    Exit x = Plain({"sigbus", f, "4096", "4", when}, Preload());
+    EXPECT_EQ(x.code, 0) << x.err;
+    Exit k = Plain({"sigbus", g, "4096", "4", when}, {});
+    EXPECT_EQ(k.code, 0) << k.err;
+  }
+}
+
 TEST_F(PreloadTest, MunmapOfPartOfAMappingIsRefusedWithEinval) {
   const std::string f = umap_dir_ + "/p.bin";
   ASSERT_EQ(Plain({"write", f, "1048576", "1"}, {}).code, 0);

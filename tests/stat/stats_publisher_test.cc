@@ -94,7 +94,8 @@ TEST_F(StatsPublisherTest, MappingFiguresFollowFaultsWritesAndUmsync) {
       SnapUntil([](const StatsLayout& l) { return l.mappings[0].first_writes >= 3; });
   ASSERT_NE(s.layout, nullptr);
   const StatsLayout& l = *s.layout;
-  EXPECT_STREQ(l.uffd_mode, "full");
+  EXPECT_STREQ(l.fault_mode, "signal");
+  EXPECT_STREQ(l.uffd_access, ::getuid() == 0 ? "syscall" : "user-mode-only");
   EXPECT_STREQ(l.policy, "atomic");
   EXPECT_EQ(l.block_size, kBlock);
   ASSERT_EQ(l.mappings_total, 1u);

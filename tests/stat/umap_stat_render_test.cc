@@ -25,7 +25,8 @@ StatsSnapshot Snapshot(uint64_t read_age_ms, uint64_t since_ms = 100) {
   l.pid = 42;
   l.period_ms = 250;
   l.state = runtime::kStatsRunning;
-  StatsSegment::CopyField(l.uffd_mode, sizeof(l.uffd_mode), "full");
+  StatsSegment::CopyField(l.fault_mode, sizeof(l.fault_mode), "signal");
+  StatsSegment::CopyField(l.uffd_access, sizeof(l.uffd_access), "user-mode-only");
   StatsSegment::CopyField(l.io_engine, sizeof(l.io_engine), "uring");
   StatsSegment::CopyField(l.policy, sizeof(l.policy), "atomic");
   StatsSegment::CopyField(l.journal_mode, sizeof(l.journal_mode), "data");
@@ -64,6 +65,9 @@ TEST(UmapStatRenderTest, ARequestOlderThanTheThresholdIsStalledNamingItsFile) {
   EXPECT_TRUE(Stalled(Snapshot(950), o, &what));   // 1.05 s
   EXPECT_EQ(what, "read of /mnt/gv0/m.bin offset 1048576 length 512.0 KiB in flight for 1.1 s");
   const std::string text = RenderText(Process(Snapshot(2900)), o);
+  EXPECT_NE(text.find("runtime 0: signal fault mode, userfaultfd via user-mode-only, uring I/O"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("STALLED    read of /mnt/gv0/m.bin offset 1048576 length 512.0 KiB: in "
                       "flight for 3.0 s (attempt 1 of 4); deadline 20.0 s"),
             std::string::npos)
