@@ -30,9 +30,12 @@ void Put(char (&field)[N], const std::string& s) {
 
 const char* UffdAccessLabel(UffdAccess a) {
   switch (a) {
-    case UffdAccess::kDevice: return "/dev/userfaultfd";
-    case UffdAccess::kUserModeOnly: return "user-mode-only";
-    default: return "syscall";
+    case UffdAccess::kDevice:
+      return "/dev/userfaultfd";
+    case UffdAccess::kUserModeOnly:
+      return "user-mode-only";
+    default:
+      return "syscall";
   }
 }
 
@@ -40,7 +43,7 @@ uint64_t Age(uint64_t now, uint64_t since) { return since != 0 && now > since ? 
 
 void Request(const io::InFlightRequest& r, uint32_t kind, uint64_t now, StatsRequest* out) {
   out->kind = r.started_us != 0 ? kind : kStatsIoNone;
-  out->attempt = r.attempt;
+  out->attempt = r.attempt == io::kInlineAttempt ? kStatsInlineRead : r.attempt;
   out->offset = r.offset;
   out->length = r.length;
   out->age_us = Age(now, r.started_us);

@@ -36,11 +36,14 @@ inline constexpr int kStatsSizeBuckets = 12;   // as umap_stats.io_size_hist
 
 enum StatsState : uint32_t { kStatsRunning = 1, kStatsClosed = 2 };
 enum StatsIoKind : uint32_t { kStatsIoNone = 0, kStatsIoRead = 1, kStatsIoWrite = 2 };
+inline constexpr uint32_t kStatsInlineRead = 0xffffffffu;
 
 // The oldest I/O request of one kind still in flight.
 struct StatsRequest {
   uint32_t kind;               // StatsIoKind; kStatsIoNone: nothing in flight
-  uint32_t attempt;            // reads: 0 = first try, n = n-th retry after a timeout
+  uint32_t attempt;            // reads: 0 = first try, n = n-th retry after a timeout;
+                               // kStatsInlineRead: read by the faulting thread itself
+                               // (signal fault mode), which waits without a deadline
   uint64_t offset;             // byte offset in the file
   uint64_t length;             // bytes
   uint64_t age_us;             // time in flight when published
@@ -82,9 +85,9 @@ struct StatsLayout {
   uint64_t published_mono_us;  // CLOCK_MONOTONIC (machine-wide): readers compute staleness
   uint32_t period_ms;
   uint32_t state;        // StatsState
-  char fault_mode[8];     // who resolves faults: "signal" (the faulting thread), "handler"
-  char uffd_access[24];   // how userfaultfd was reached: "syscall", "/dev/userfaultfd",
-                          // "user-mode-only"
+  char fault_mode[8];    // who resolves faults: "signal" (the faulting thread), "handler"
+  char uffd_access[24];  // how userfaultfd was reached: "syscall", "/dev/userfaultfd",
+                         // "user-mode-only"
   char io_engine[8];     // "uring", "posix"
   char policy[8];        // "atomic", "relaxed"
   char journal_mode[8];  // "data", "intent", "off"

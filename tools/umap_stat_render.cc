@@ -58,11 +58,10 @@ std::string SizeHist(const StatsLayout& l) {
 void TextRuntime(const StatsSnapshot& s, const StatOptions& o, std::string* out) {
   const StatsLayout& l = *s.layout;
   absl::StrAppend(out, "runtime ", l.runtime_index, ": ", Field(l.fault_mode),
-                  " fault mode, userfaultfd via ", Field(l.uffd_access), ", ",
-                  Field(l.io_engine), " I/O, policy ", Field(l.policy), ", journal ",
-                  Field(l.journal_mode), ", blocks of ", HumanBytes(l.block_size), "; updated ",
-                  Seconds(SinceUs(s)), " ago",
-                  l.state == runtime::kStatsClosed ? " (shutting down)" : "", "\n");
+                  " fault mode, userfaultfd via ", Field(l.uffd_access), ", ", Field(l.io_engine),
+                  " I/O, policy ", Field(l.policy), ", journal ", Field(l.journal_mode),
+                  ", blocks of ", HumanBytes(l.block_size), "; updated ", Seconds(SinceUs(s)),
+                  " ago", l.state == runtime::kStatsClosed ? " (shutting down)" : "", "\n");
   if (Frozen(s)) {
     absl::StrAppend(out, "  NOT UPDATED for ", Seconds(SinceUs(s)),
                     ": the process is stopped or frozen (the figures below are that old)\n");
@@ -91,6 +90,11 @@ void TextRuntime(const StatsSnapshot& s, const StatOptions& o, std::string* out)
     const bool stalled = age >= StallThresholdUs(s, o);
     absl::StrAppend(out, stalled ? "  STALLED    " : "  oldest     ", Kind(*r), " of ",
                     Describe(*r), ": in flight for ", Seconds(age));
+    if (r->kind == runtime::kStatsIoRead && r->attempt == runtime::kStatsInlineRead) {
+      // Signal fault mode reads a random miss in the faulting thread: no retry, no deadline.
+      absl::StrAppend(out, " (read by the faulting thread, which waits for the file system)\n");
+      continue;
+    }
     if (r->kind == runtime::kStatsIoRead) {
       absl::StrAppend(out, " (attempt ", r->attempt + 1, " of ", l.io_retries + 1, ")");
     }
@@ -134,7 +138,9 @@ void JsonRequest(JsonWriter* w, const StatsSnapshot& s, const StatsRequest& r,
   w->Field("length", r.length);
   const uint64_t age = RequestAgeUs(s, r);
   w->Field("age_ms", age / 1000);
-  w->Field("attempt", uint64_t{r.attempt});
+  const bool by_thread = r.attempt == runtime::kStatsInlineRead;
+  w->Field("by_faulting_thread", by_thread);
+  w->Field("attempt", by_thread ? uint64_t{0} : uint64_t{r.attempt});
   w->Field("stalled", age >= StallThresholdUs(s, o));
   w->EndObject();
 }

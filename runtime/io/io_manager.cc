@@ -469,11 +469,11 @@ void IoManager::NoteInlineRead(size_t bytes) {
 
 template <int N>
 int IoManager::Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner,
-                     uint64_t offset, uint64_t length) {
+                     uint64_t offset, uint64_t length, uint32_t attempt) {
   for (int i = 0; i < N; ++i) {
     bool no = false;
     if (used[i].compare_exchange_strong(no, true, std::memory_order_acquire)) {
-      pub[i].Publish(owner, offset, length, 0, Now());
+      pub[i].Publish(owner, offset, length, attempt, Now());
       return i;
     }
   }
@@ -481,7 +481,7 @@ int IoManager::Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const 
 }
 
 int IoManager::BeginInlineRead(const IoQueue* queue, uint64_t offset, uint64_t length) {
-  return Track(inline_pub_, inline_pub_used_, queue, offset, length);
+  return Track(inline_pub_, inline_pub_used_, queue, offset, length, kInlineAttempt);
 }
 
 void IoManager::EndInlineRead(int token) {

@@ -89,6 +89,8 @@ class IoFileClient : public IoClient {
   virtual bool FallBackToBuffered() = 0;
 };
 
+inline constexpr uint32_t kInlineAttempt = 0xffffffffu;
+
 // One I/O request in flight, as IoManager::InFlightNow() reports it.
 struct InFlightRequest {
   // Who it is for, to compare with, never to dereference (the owner may be gone by the
@@ -97,7 +99,8 @@ struct InFlightRequest {
   uint64_t offset = 0;      // byte offset in the file
   uint64_t length = 0;      // bytes
   uint64_t started_us = 0;  // Env::NowMicros() at issue; 0: none
-  uint32_t attempt = 0;     // reads: 0 first try, n the n-th retry
+  uint32_t attempt = 0;     // reads: 0 first try, n the n-th retry; kInlineAttempt: a
+                            // read by the faulting thread (BeginInlineRead)
 };
 
 struct InFlight {
@@ -182,7 +185,7 @@ class IoManager {
   // Claims a free tracker of `used` and publishes the request in it; -1 when all are taken.
   template <int N>
   int Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner,
-            uint64_t offset, uint64_t length);
+            uint64_t offset, uint64_t length, uint32_t attempt = 0);
   IoManager(const IoOptions& options, Env* env, Engine engine);
   absl::Status Start();
   // Synchronous channel `index`: takes runs and reads them with File::ReadAt.

@@ -74,6 +74,21 @@ TEST(UmapStatRenderTest, ARequestOlderThanTheThresholdIsStalledNamingItsFile) {
       << text;
 }
 
+TEST(UmapStatRenderTest, AReadByTheFaultingThreadSaysSo) {
+  StatsSnapshot s = Snapshot(2000);
+  s.layout->oldest_read.attempt = runtime::kStatsInlineRead;
+  const ProcessStats p = Process(std::move(s));
+  const std::string text = RenderText(p, StatOptions{});
+  EXPECT_NE(text.find("STALLED    read of /mnt/gv0/m.bin offset 1048576 length 512.0 KiB: in "
+                      "flight for 2.1 s (read by the faulting thread, which waits for the file "
+                      "system)\n"),
+            std::string::npos)
+      << text;
+  const std::string j = RenderJson(p, StatOptions{});
+  EXPECT_NE(j.find("\"by_faulting_thread\":true,\"attempt\":0,\"stalled\":true"), std::string::npos)
+      << j;
+}
+
 TEST(UmapStatRenderTest, TheThresholdIsNeverLaterThanHalfTheDeadline) {
   StatOptions o;
   o.stall_ms = 60'000;
@@ -92,7 +107,8 @@ TEST(UmapStatRenderTest, JsonIsValidAndCarriesTheVerdict) {
   const std::string j = RenderJson(Process(Snapshot(3000)), StatOptions{});
   EXPECT_TRUE(jsoncheck::IsValidJson(j)) << j;
   EXPECT_NE(j.find("\"oldest_read\":{\"file\":\"/mnt/gv0/m.bin\",\"offset\":1048576,"
-                   "\"length\":524288,\"age_ms\":3100,\"attempt\":0,\"stalled\":true}"),
+                   "\"length\":524288,\"age_ms\":3100,\"by_faulting_thread\":false,\"attempt\":0,"
+                   "\"stalled\":true}"),
             std::string::npos)
       << j;
   EXPECT_NE(j.find("\"oldest_write\":null"), std::string::npos);
