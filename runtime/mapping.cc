@@ -536,16 +536,17 @@ void Mapping::HandleWriteProtect(uint64_t block) {
   c.stale_faults.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool Mapping::Evict(uint64_t block, uint32_t cb) {
+bool Mapping::PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch) {
   Table::Entry e;
   if (!table_.TryLock(block, &e)) return false;
   if (!e.present() || e.cb() != cb || InSync(block)) {
     table_.Unlock(block, e.v);
     return false;
   }
-  Counters& c = rt_->counters();
   char* addr = BlockAddr(block);
-  uint64_t v = e.v & ~(Table::kPresent | Table::kDirty | Table::kCbMask);
+  const uint64_t gone = e.v & ~(Table::kPresent | Table::kDirty | Table::kCbMask);
+  EvictionBatch::Victim& victim = batch->victims[batch->count];
+  victim = {this, block, e.v, gone, IndexStack::kEmpty, -1, false};
   if (e.dirty()) {
     // One write-back of a block in flight at a time: wait for the older one to land.
     if (e.shadow()) {
@@ -553,20 +554,20 @@ bool Mapping::Evict(uint64_t block, uint32_t cb) {
       return false;
     }
     ShadowPool& shadows = rt_->shadows();
-    uint32_t s = shadows.TryAcquire();
+    const uint32_t s = shadows.TryAcquire();
     if (s == IndexStack::kEmpty) {
       table_.Unlock(block, e.v);
       return false;
     }
     const size_t valid = ValidBytes(block);
-    // Capture: protect first so a concurrent write faults (and waits for us) instead of
-    // landing between the copy and the discard, where it would be lost.
+    // Capture: protect first so a concurrent write faults (and waits for the entry lock)
+    // instead of landing between the copy and the discard, where it would be lost.
     int err = rt_->uffd().WriteProtect(addr, RoundUp(valid, rt_->page_size()), true);
     if (err != 0) {
       shadows.Release(s);
       table_.Unlock(block, e.v);
-      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(set) failed at ", AddrHex(addr),
-               ": errno ", err);
+      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(set) failed at ", AddrHex(addr), ": errno ", err,
+               "; block ", block, " of ", file_->name(), " stays resident and dirty");
       return false;
     }
     ShadowPool::Shadow& sh = shadows.at(s);
@@ -574,20 +575,57 @@ bool Mapping::Evict(uint64_t block, uint32_t cb) {
     sh.mapping = this;
     sh.block = block;
     sh.len = static_cast<uint32_t>(valid);
-    DiscardPages(addr, block_size_);
+    victim.shadow = s;
+    victim.unlock_value = Table::WithShadow(gone, s);
+  }
+  // Clean pages of a writable mapping are write-protected, so no write can slip in before
+  // the discard; the entry stays locked until FinishEvict.
+  batch->ranges[batch->count] = {addr, block_size_};
+  ++batch->count;
+  return true;
+}
+
+void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
+  Counters& c = rt_->counters();
+  ShadowPool& shadows = rt_->shadows();
+  if (!victim.discarded) {
+    // The pages are still mapped: the block stays resident as it was (dirty and writable
+    // again if it was dirty), and its CB is not freed.
+    char* addr = BlockAddr(victim.block);
+    UMAP_LOG(kError, "MADV_DONTNEED failed at ", AddrHex(addr), " (block ", victim.block,
+             " of ", file_->name(), "); it stays resident");
+    if (victim.shadow == IndexStack::kEmpty) {
+      table_.Unlock(victim.block, victim.locked_value);
+      return;
+    }
+    if (rt_->uffd().WriteProtect(addr, RoundUp(ValidBytes(victim.block), rt_->page_size()),
+                                 false) == 0) {
+      shadows.Release(victim.shadow);
+      table_.Unlock(victim.block, victim.locked_value);  // dirty and writable, as before
+      return;
+    }
+    // Still protected: a dirty entry would make its writer fault for ever. The captured image
+    // goes on to the file instead, and the block is clean (and protected) meanwhile.
+    UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed after a failed eviction at ",
+             AddrHex(addr), "; its captured image is written back");
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
-    table_.Unlock(block, Table::WithShadow(v, s));
+    table_.Unlock(victim.block,
+                  Table::WithShadow(victim.locked_value & ~Table::kDirty, victim.shadow));
     dirty_.fetch_sub(1, std::memory_order_relaxed);
-    shadows.Enqueue(s);
+    shadows.Enqueue(victim.shadow);
+    return;
+  }
+  if (victim.shadow != IndexStack::kEmpty) {
+    shadows_pending_.fetch_add(1, std::memory_order_relaxed);
+    table_.Unlock(victim.block, victim.unlock_value);
+    dirty_.fetch_sub(1, std::memory_order_relaxed);
+    shadows.Enqueue(victim.shadow);
     c.dirty_evictions.fetch_add(1, std::memory_order_relaxed);
   } else {
-    // Clean pages of a writable mapping are write-protected, so no write can slip in.
-    DiscardPages(addr, block_size_);
-    table_.Unlock(block, v);
+    table_.Unlock(victim.block, victim.unlock_value);
   }
   resident_.fetch_sub(1, std::memory_order_relaxed);
   c.evictions.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {

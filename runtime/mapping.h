@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/cache_entry_table.h"
+#include "runtime/eviction_batch.h"
 #include "runtime/io/io_manager.h"
 #include "runtime/write_back.h"
 #include "umap/env.h"
@@ -112,8 +113,13 @@ class Mapping final : public io::IoFileClient {
   // Signal mode: false when the fault at `addr` is a SIGBUS for the application (a poisoned
   // block, or a page past end of file).
   bool ResolveFault(uint64_t addr, bool write, pid_t tid);
-  // Eviction of `block` held in cache block `cb` (pool callback; any handler thread).
-  bool Evict(uint64_t block, uint32_t cb);
+  // Eviction of `block` held in cache block `cb` (pool callback; any fault handler), in two
+  // steps around the batch's discard (eviction_batch.h): PrepareEvict locks the entry,
+  // captures a dirty image into a shadow and lists the pages (false: not evictable now,
+  // nothing listed); FinishEvict unlocks it, evicted, or restored when the pages could not
+  // be dropped.
+  bool PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch);
+  void FinishEvict(const EvictionBatch::Victim& victim);
   // Write-back thread: writes shadows of this mapping (distinct blocks) as one batch.
   // Returns false when the write failed (the shadows stay pending; retry later).
   bool WriteShadows(absl::Span<const uint32_t> shadows);

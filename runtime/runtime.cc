@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,7 +30,9 @@ constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // The I/O channel the current thread drives (a handler thread with io_uring), or -1.
-thread_local int t_channel = -1;
+// Initial-exec TLS: it is read inside the SIGBUS handler, where a first access to lazily
+// allocated TLS (a dlopen'ed library's) could call malloc.
+__attribute__((tls_model("initial-exec"))) thread_local int t_channel = -1;
 
 }  // namespace
 
@@ -43,11 +46,17 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
   ASSIGN_OR_RETURN(std::unique_ptr<Uffd> uffd, Uffd::Open(signal_mode));
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) {
-    UMAP_LOG(kInfo, "userfaultfd through ", UffdAccessName(uffd->access()), ", faults resolved ",
-             signal_mode ? "in the faulting thread (signal mode)" : "by handler threads",
-             uffd->access() == UffdAccess::kUserModeOnly
-                 ? "; system calls given a non-resident Umap buffer fail with EFAULT"
-                 : "");
+    // Once per process; a warning when it changes what programs may do (EFAULT).
+    const std::string how =
+        absl::StrCat("userfaultfd through ", UffdAccessName(uffd->access()),
+                     ", faults resolved ",
+                     signal_mode ? "in the faulting thread (signal mode)" : "by handler threads");
+    if (uffd->access() == UffdAccess::kUserModeOnly) {
+      UMAP_LOG(kWarn, how, "; system calls given a non-resident Umap buffer fail with EFAULT "
+                           "(docs/operations.md: how a site grants /dev/userfaultfd)");
+    } else {
+      UMAP_LOG(kInfo, how);
+    }
   }
   std::unique_ptr<Runtime> rt(new Runtime(options, geo, std::move(uffd), signal_mode));
   RETURN_IF_ERROR(rt->Start());
@@ -71,6 +80,11 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
 
 absl::Status Runtime::Start() {
   if (shadows_.at(0).data == nullptr) return PosixError(ENOMEM, "allocating shadow buffers");
+  // Evictions are batched so that one TLB flush covers many (eviction_batch.h): up to 32 at
+  // a time, fewer in a small cache so that a batch never empties a large part of it.
+  evict_batch_ = static_cast<int>(std::clamp<uint32_t>(geo_.cache_blocks / 64, 1,
+                                                       BlockPool::kMaxBatch));
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));  // -1: madvise only
   io::IoOptions io;
   io.engine = options_.io_engine == UMAP_IO_URING   ? io::Engine::kUring
               : options_.io_engine == UMAP_IO_POSIX ? io::Engine::kPosix
@@ -150,6 +164,7 @@ Runtime::~Runtime() {
   }
   io_.reset();  // after the mappings: its channels complete fills into them
   if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (pidfd_ >= 0) ::close(pidfd_);
   if (signal_mode_) {
     DetachFaultSignal(this);
     if (staging_arena_ != nullptr) {
@@ -282,22 +297,36 @@ void Runtime::WriteBackLoop() {
   }
 }
 
-bool Runtime::EvictOwner(uint32_t cb, uint64_t owner) {
-  Mapping* m = slots_[owner >> 48].load(std::memory_order_acquire);
-  if (m == nullptr) return false;  // being unmapped; its own teardown frees the block
-  return m->Evict(owner & ((1ull << 48) - 1), cb);
+void Runtime::EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed) {
+  EvictionBatch batch;
+  for (int i = 0; i < n; ++i) {
+    freed[i] = false;
+    Mapping* m = slots_[owners[i] >> 48].load(std::memory_order_acquire);
+    // A mapping being unmapped frees its blocks in its own teardown.
+    if (m == nullptr) continue;
+    if (m->PrepareEvict(owners[i] & ((1ull << 48) - 1), cbs[i], &batch)) {
+      batch.victims[batch.count - 1].index = i;
+    }
+  }
+  if (batch.count == 0) return;
+  DiscardBatch(pidfd_, &batch);
+  for (int k = 0; k < batch.count; ++k) {
+    const EvictionBatch::Victim& v = batch.victims[k];
+    v.mapping->FinishEvict(v);
+    freed[v.index] = v.discarded;
+  }
 }
 
 uint32_t Runtime::TryAcquireBlock() {
-  return pool_.Acquire([this](uint32_t c, uint64_t o) { return EvictOwner(c, o); },
-                       [this] { refs_.ReclaimDead(); });
+  return pool_.AcquireBatched(
+      [this](const uint32_t* c, const uint64_t* o, int n, bool* f) { EvictBatch(c, o, n, f); },
+      [this] { refs_.ReclaimDead(); }, evict_batch_);
 }
 
 uint32_t Runtime::AcquireBlock() {
   auto deadline = std::chrono::steady_clock::now() + kPoolWaitBudget;
   for (;;) {
-    uint32_t cb = pool_.Acquire([this](uint32_t c, uint64_t o) { return EvictOwner(c, o); },
-                                [this] { refs_.ReclaimDead(); });
+    const uint32_t cb = TryAcquireBlock();
     if (cb != BlockPool::kNone) return cb;
     // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
     // behind. Wait for them rather than exceed the cache bound.

@@ -135,7 +135,8 @@ class Runtime {
   void WriteBackLoop();
   void HandleFault(HandlerCtx& ctx, const uffd_msg& msg);
   Mapping* FindMapping(uint64_t addr) const;
-  bool EvictOwner(uint32_t cb, uint64_t owner);
+  // The pool's batched eviction callback (BlockPool::AcquireBatched).
+  void EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed);
   // Waits until no fault handler (a handler thread, or a thread in its SIGBUS handler) can
   // still hold a pointer to a mapping whose slot was cleared before the call.
   void WaitForHandlers() { mapping_srcu_.Synchronize(); }
@@ -155,6 +156,8 @@ class Runtime {
   Env* const env_;
   std::unique_ptr<Uffd> uffd_;
   int stop_fd_ = -1;  // eventfd that wakes the handlers for shutdown
+  int pidfd_ = -1;    // this process, for batched discards (process_madvise)
+  int evict_batch_ = 1;
 
   BlockPool pool_;
   ThreadRefs refs_;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
+#include "runtime/eviction_batch.h"
 #include "runtime/uffd_compat.h"
 
 namespace umap::runtime {
@@ -198,6 +199,28 @@ int DiscardPages(void* addr, size_t len) {
   // shim (runtime/preload) answers an application's MADV_DONTNEED on a mapping by doing
   // nothing, which must never apply to the runtime's own discards.
   return ::syscall(SYS_madvise, addr, len, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+void DiscardBatch(int pidfd, EvictionBatch* batch) {
+  const int n = batch->count;
+  size_t advised = 0;
+  if (pidfd >= 0 && n > 1) {
+    // Returns the bytes advised: less than the total when it stopped at a failing range.
+    const long rc = ::syscall(SYS_process_madvise, pidfd, batch->ranges, static_cast<size_t>(n),
+                              MADV_DONTNEED, 0u);
+    if (rc > 0) advised = static_cast<size_t>(rc);
+  }
+  for (int i = 0; i < n; ++i) {
+    const iovec& r = batch->ranges[i];
+    if (advised >= r.iov_len) {
+      advised -= r.iov_len;
+      batch->victims[i].discarded = true;
+      continue;
+    }
+    advised = 0;
+    // Not covered by the batched call (an older kernel, or a range it stopped at): one by one.
+    batch->victims[i].discarded = DiscardPages(r.iov_base, r.iov_len) == 0;
+  }
 }
 
 }  // namespace umap::runtime

@@ -161,8 +161,9 @@ int umsync(void* addr, size_t length, int flags) {
   return s.ok() ? 0 : Fail(s);
 }
 
-int umap_handle_signal(int sig, siginfo_t* info, void* ucontext) {
-  return ::umap::runtime::DispatchFaultSignal(sig, info, ucontext) ? 1 : 0;
+int umap_handle_signal(int sig, void* info, void* ucontext) {
+  return ::umap::runtime::DispatchFaultSignal(sig, static_cast<siginfo_t*>(info), ucontext) ? 1
+                                                                                           : 0;
 }
 
 int umap_touch(void* addr, size_t length, int write) {

@@ -15,7 +15,6 @@
 #ifndef UMAP_UMAP_H_
 #define UMAP_UMAP_H_
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -63,8 +62,9 @@ int umsync(void* addr, size_t length, int flags);
  * installs its own SIGBUS handler afterwards must call umap_handle_signal() at the start of
  * it, with the handler's arguments (SA_SIGINFO), and return at once when it returns 1: the
  * fault was Umap's and the access will succeed when retried. 0: not Umap's (a real bus
- * error, or an I/O error Umap reported as SIGBUS). Async-signal-safe. */
-int umap_handle_signal(int sig, siginfo_t* info, void* ucontext);
+ * error, or an I/O error Umap reported as SIGBUS). Async-signal-safe. `info` is the
+ * handler's siginfo_t* (declared void* so that this header needs no POSIX feature macros). */
+int umap_handle_signal(int sig, void* info /* siginfo_t* */, void* ucontext);
 
 /* Makes [addr, addr+length) of a Umap mapping resident now, from user space, so that the
  * kernel can access it: in signal fault mode, and with unprivileged (user-mode-only)

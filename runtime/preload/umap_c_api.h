@@ -25,7 +25,7 @@ void* umap_ex(umap_runtime* runtime, void* addr, size_t length, int prot, int fl
 int uunmap(void* addr, size_t length);
 int umsync(void* addr, size_t length, int flags);
 int umap_get_stats(umap_runtime* runtime, umap_stats* out);
-int umap_handle_signal(int sig, siginfo_t* info, void* ucontext);
+int umap_handle_signal(int sig, void* info /* siginfo_t* */, void* ucontext);
 
 }  // extern "C"
 }  // namespace umap::c_api

@@ -7,7 +7,7 @@
 #include <signal.h>
 
 // From include/umap/umap.h, which C++ code inside namespace umap cannot include.
-extern "C" int umap_handle_signal(int sig, siginfo_t* info, void* ucontext);
+extern "C" int umap_handle_signal(int sig, void* info, void* ucontext);
 
 // Top-level namespace: usable from C API tests (see temp_dir.h).
 namespace umaptest {
