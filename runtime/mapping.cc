@@ -260,6 +260,7 @@ void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool di
 
 void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
   Counters& c = rt_->counters();
+  misses_.fetch_add(1, std::memory_order_relaxed);  // now: the read may stall
   const size_t valid = ValidBytes(block);
   char* buf = rt_->AcquireStaging();
   absl::Status st = ReadBlock(block, buf, valid);
@@ -274,7 +275,6 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write
   io_->NoteInlineRead(valid);
   bytes_read_.fetch_add(valid, std::memory_order_relaxed);
   fills_.fetch_add(1, std::memory_order_relaxed);
-  misses_.fetch_add(1, std::memory_order_relaxed);
   c.blocks_read.fetch_add(1, std::memory_order_relaxed);
   PublishFilled(block, entry, cb, write && writable_, tid);
 }

@@ -24,7 +24,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/umap-stall-test.XXXXXX")
 readonly WORK
 readonly MNT=$WORK/mnt
 UP=0
-JOB=()
+JOB_OUT= JOB_IN=
 JOB_PID=
 
 say() { printf '[%s stall] %s\n' "$(date +%T.%3N)" "$*"; }
@@ -73,9 +73,11 @@ coproc JOB_FDS {
   exec env LD_PRELOAD="$PRELOAD" UMAP_FSTYPES=fuse.glusterfs UMAP_IO_TIMEOUT_MS=$DEADLINE_MS \
     "$PLAIN" scan "$MNT/m.bin" "$SIZE" "$SEED" 2>"$WORK/job.err"
 }
-JOB=("${JOB_FDS[0]}" "${JOB_FDS[1]}")
 JOB_PID=$JOB_FDS_PID
-read -r -t 60 -u "${JOB[0]}" line || fail "the job did not start: $(cat "$WORK/job.err")"
+# Our own copies of the coprocess's pipes: bash closes its own as soon as the job exits,
+# which may be before its last line has been read.
+exec {JOB_OUT}<&"${JOB_FDS[0]}" {JOB_IN}>&"${JOB_FDS[1]}"
+read -r -t 60 -u "$JOB_OUT" line || fail "the job did not start: $(cat "$WORK/job.err")"
 [[ $line == ready ]] || fail "the job printed '$line'"
 
 # Umap serves the mapping (chosen by file-system type), nothing is stalled yet.
@@ -91,7 +93,7 @@ done
 
 "$TB" stop-brick --name "$NAME" || fail "stop-brick"
 t0=$(now_ms)
-echo go >&"${JOB[1]}"
+echo go >&"$JOB_IN"
 sleep 1.5
 
 src=0
@@ -115,9 +117,9 @@ PY
 ((elapsed < DEADLINE_MS)) || fail "the stall was seen only after the deadline (${elapsed} ms)"
 
 "$TB" cont-brick --name "$NAME" >/dev/null || fail "cont-brick"
-read -r -t 120 -u "${JOB[0]}" line || fail "the job did not finish after the brick came back"
+read -r -t 120 -u "$JOB_OUT" line || fail "the job did not finish after the brick came back"
 [[ $line == scanned ]] || fail "the job printed '$line': $(cat "$WORK/job.err")"
-exec {JOB[1]}>&-
+exec {JOB_IN}>&-
 wait "$JOB_PID" || fail "the job exited with $?: $(cat "$WORK/job.err")"
 JOB_PID=
 say "PASS: stalled read reported with file and age; the job read every byte once the brick came back"
