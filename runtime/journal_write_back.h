@@ -76,6 +76,15 @@ class JournalHandle {
   }
 
   const std::string& dir() const { return options_.dir; }
+  // The journal's figures, without waiting: false when a reopen holds the journal (or none
+  // is open). For observers that must never block (the stats publisher).
+  bool TryStats(journal::Journal::Stats* out) const {
+    if (!mu_.ReaderTryLock()) return false;
+    const bool open = journal_ != nullptr;
+    if (open) *out = journal_->stats();
+    mu_.ReaderUnlock();
+    return open;
+  }
   // Successful reopens so far: identifies the Journal instance in use. May be read inside
   // Run/Read (no lock).
   uint64_t reopens() const { return reopens_.load(std::memory_order_acquire); }

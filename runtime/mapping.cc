@@ -137,6 +137,7 @@ bool Mapping::ResolveFault(uint64_t addr, bool write, pid_t tid) {
 
 void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging) {
   Counters& c = rt_->counters();
+  faults_.fetch_add(1, std::memory_order_relaxed);
   char* addr = BlockAddr(block);
   const size_t valid = ValidBytes(block);
   uint32_t cb;
@@ -203,6 +204,12 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
 }
 
 absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid) {
+  // Shown by umap-stat while it runs (a stalled file system stalls this very call).
+  struct Tracked {
+    io::IoManager* io;
+    int token;
+    ~Tracked() { io->EndInlineRead(token); }
+  } tracked{io_, io_->BeginInlineRead(ioq_, ByteOffset(block), valid)};
   // O_DIRECT reads whole blocks (aligned length); at end of file the read returns short.
   File* f = read_file();
   const bool direct = f != file_.get();
@@ -245,12 +252,15 @@ void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool di
   const uint64_t v = (entry & (Table::kShadow | Table::kShadowMask | Table::kStaged)) |
                      Table::kPresent | cb | (dirty ? Table::kDirty : 0);
   table_.Unlock(block, v);
+  resident_.fetch_add(1, std::memory_order_relaxed);
+  if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
   rt_->refs().Touch(tid, cb);
   rt_->counters().faults_missing.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
   Counters& c = rt_->counters();
+  misses_.fetch_add(1, std::memory_order_relaxed);  // now: the read may stall
   const size_t valid = ValidBytes(block);
   char* buf = rt_->AcquireStaging();
   absl::Status st = ReadBlock(block, buf, valid);
@@ -295,7 +305,10 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool wri
     RaiseSigbus(block, e.v, tid, status.ok() ? PosixError(err, "UFFDIO_COPY") : status);
     return;
   }
-  if (from_file) c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+  if (from_file) {
+    c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+    misses_.fetch_add(1, std::memory_order_relaxed);
+  }
   PublishFilled(block, e.v, cb, write && writable_, tid);
 }
 
@@ -305,6 +318,7 @@ void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write,
   const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite)) | Table::kFilling | cb |
                      (write && writable_ ? Table::kFillWrite : 0);
   table_.Unlock(block, v);
+  if (tid != 0) misses_.fetch_add(1, std::memory_order_relaxed);  // 0: read-ahead
   io_->Submit(ioq_, block, cb, kick);
 }
 
@@ -480,6 +494,8 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       const bool dirty = writable_ && (entries[i] & Table::kFillWrite);
       rt_->pool().Publish(cb, Owner(b));
       table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0));
+      resident_.fetch_add(1, std::memory_order_relaxed);
+      if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
       if (tid != 0) {
         rt_->refs().Touch(tid, cb);
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);
@@ -509,6 +525,8 @@ void Mapping::HandleWriteProtect(uint64_t block) {
       return;
     }
     table_.Unlock(block, e.v | Table::kDirty);
+    dirty_.fetch_add(1, std::memory_order_relaxed);
+    first_writes_.fetch_add(1, std::memory_order_relaxed);
     c.faults_wp.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -593,17 +611,20 @@ void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
     table_.Unlock(victim.block,
                   Table::WithShadow(victim.locked_value & ~Table::kDirty, victim.shadow));
+    dirty_.fetch_sub(1, std::memory_order_relaxed);
     shadows.Enqueue(victim.shadow);
     return;
   }
   if (victim.shadow != IndexStack::kEmpty) {
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
     table_.Unlock(victim.block, victim.unlock_value);
+    dirty_.fetch_sub(1, std::memory_order_relaxed);
     shadows.Enqueue(victim.shadow);
     c.dirty_evictions.fetch_add(1, std::memory_order_relaxed);
   } else {
     table_.Unlock(victim.block, victim.unlock_value);
   }
+  resident_.fetch_sub(1, std::memory_order_relaxed);
   c.evictions.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -709,6 +730,7 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
     return absl::OkStatus();
   }
   const uint64_t started = sync_tickets_.load(std::memory_order_acquire);
+  sync_started_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
   // Atomic policy: the whole range is one transaction. Otherwise the range is synced in
   // chunks, so the capture buffer stays bounded (16 MiB) whatever the range's size.
   const uint64_t chunk = write_back_->keeps_evicted()
@@ -720,6 +742,8 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   }
   sync_end_.store(0, std::memory_order_release);
   sync_first_.store(0, std::memory_order_release);
+  sync_started_us_.store(0, std::memory_order_relaxed);
+  umsyncs_.fetch_add(1, std::memory_order_relaxed);
   if (status.ok()) {
     covered_ticket_ = started;
     covered_first_ = first;
@@ -779,6 +803,7 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
       cap->buf.resize(off + valid);
       std::memcpy(cap->buf.data() + off, BlockAddr(b + i), valid);
       table_.Unlock(b + i, run_entries[i] & ~Table::kDirty);
+      dirty_.fetch_sub(1, std::memory_order_relaxed);
       cap->blocks.push_back({b + i, off, valid});
     }
     b += n;
@@ -817,6 +842,7 @@ void Mapping::SettleCapture(const Capture& cap, uint64_t first, uint64_t end,
         rt_->uffd().WriteProtect(BlockAddr(c.block), RoundUp(c.len, rt_->page_size()), false) ==
             0) {
       table_.Unlock(c.block, e.v | Table::kDirty);
+      dirty_.fetch_add(1, std::memory_order_relaxed);
     } else {
       table_.Unlock(c.block, e.v);
     }
