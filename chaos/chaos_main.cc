@@ -1,4 +1,4 @@
-// umap-chaos: the chaos harness of issue 5 (docs/chaos.md). Per iteration it draws a fault
+// umap-chaos: the chaos harness (docs/chaos.md). Per iteration it draws a fault
 // class and its parameters from a seeded PRNG, runs the real worker (umap-chaos-worker) on a
 // file in a data directory with its journal in a journal directory, injects the fault, runs
 // the real umap-recover (twice; sometimes killed mid-run and rerun) and checks the
