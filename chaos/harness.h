@@ -1,4 +1,4 @@
-// Harness: runs umap-chaos iterations (docs/chaos.md, "What one iteration does"). An
+// Harness: runs umap-chaos iterations (docs/chaos.md, "One iteration"). An
 // iteration is drawn from (seed, index): its fault class (weighted), policy, variant and
 // 1-3 epochs; each epoch runs the real worker, injects the class's fault, reaps the worker,
 // judges its run, then recovers with the real umap-recover (twice; sometimes killed and

@@ -1,6 +1,5 @@
-// What umap-chaos prints and writes at the end of a run (docs/chaos.md, "Reading the
-// output"): the summary tables on stdout, and with --report a JUnit XML file and a Markdown
-// summary.
+// What umap-chaos prints and writes at the end of a run (docs/chaos.md, "Output"): the summary
+// tables on stdout, and with --report a JUnit XML file and a Markdown summary.
 #ifndef UMAP_CHAOS_REPORT_H_
 #define UMAP_CHAOS_REPORT_H_
 

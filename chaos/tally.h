@@ -1,4 +1,4 @@
-// Tally: the counts one umap-chaos run reports (docs/chaos.md, "Reading the output"): per
+// Tally: the counts one umap-chaos run reports (docs/chaos.md, "Output"): per
 // fault class, per crash point (armed, fired) and per fault draw (armed, fired).
 //
 // Thread safety: none; owned by one harness. Lanes of a parallel run each keep their own

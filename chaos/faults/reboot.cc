@@ -91,9 +91,9 @@ bool RebootFault::Inject(Epoch& e, Worker& worker) {
   // Freeze the worker first (SIGSTOP: no system call result reaches it any more), as a real
   // power cut of the node does. FS_IOC_SHUTDOWN is not atomic with an fdatasync in flight:
   // that fdatasync can return 0 and its data still be gone after the remount (docs/chaos.md,
-  // "FS_IOC_SHUTDOWN and in-flight fdatasync"). A worker left running would act on that false
-  // success, e.g. apply a transaction to the data disk whose journal commit the journal disk
-  // then lost: not a fault a real machine produces.
+  // "Why `reboot` freezes the worker before the power cut"). A worker left running would act on
+  // that false success, e.g. apply a transaction to the data disk whose journal commit the journal
+  // disk then lost: not a fault a real machine produces.
   worker.Stop();
   absl::Status data_cut, journal_cut;
   if (run_.gluster()) {
