@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "chaos/capability.h"
 #include "chaos/config.h"
 #include "chaos/fault_class.h"
 #include "chaos/harness.h"
@@ -79,14 +80,39 @@ std::vector<IterationRecord> RunIterations(const Config& c, uint64_t budget, Har
       violations->push_back({index, rec.cls, v, Repro(c, index), rec.dir});
     }
     std::fflush(stdout);
+    const bool caught = std::any_of(rec.violations.begin(), rec.violations.end(),
+                                    [](const Violation& v) { return !IsHarnessError(v); });
     records.push_back(std::move(rec));
-    if (c.expect_violation && !violations->empty()) break;
+    if (c.expect_violation && caught) break;
   }
   return records;
 }
 
-// The exit code of a run: 0 passed, 1 violations (or --expect-violation unmet), 77 skipped.
-int Verdict(const Config& c, const Tally& tally, const std::vector<ViolationRecord>& violations) {
+// The exit code of a run: 0 passed; 1 violations of an invariant (or --expect-violation
+// unmet); 3 the harness failed (it could not set up or drive a run: its own bug or a
+// broken machine, never a verdict on Umap and never a skip); 77 a requested class was
+// skipped for a missing capability, and nothing failed.
+int Verdict(const Config& c, const Tally& tally, const std::vector<ViolationRecord>& all) {
+  std::vector<ViolationRecord> violations;
+  size_t harness_errors = 0;
+  for (const ViolationRecord& v : all) {
+    if (IsHarnessError(v.v)) {
+      ++harness_errors;
+    } else {
+      violations.push_back(v);
+    }
+  }
+  if (!violations.empty() && !c.expect_violation) {
+    std::printf("FAIL: %zu violations; reproduce each with the command printed above\n",
+                violations.size());
+    return 1;
+  }
+  if (harness_errors > 0) {
+    std::printf("FAIL: %zu harness errors (above): the harness could not do its job; not a "
+                "verdict on Umap, and not a skip\n",
+                harness_errors);
+    return 3;
+  }
   if (c.expect_violation) {
     if (violations.empty()) {
       std::printf("FAIL: --expect-violation: the suite did not catch%s within the run\n",
@@ -97,11 +123,6 @@ int Verdict(const Config& c, const Tally& tally, const std::vector<ViolationReco
                 c.mutation.empty() ? "a violation" : ("mutation " + c.mutation).c_str(),
                 violations.front().v.invariant.c_str());
     return 0;
-  }
-  if (!violations.empty()) {
-    std::printf("FAIL: %zu violations; reproduce each with the command printed above\n",
-                violations.size());
-    return 1;
   }
   for (const std::string& f : c.faults) {
     auto it = tally.classes().find(f);
@@ -122,24 +143,44 @@ int RunChaos(Config c) {
   }
   if (c.work_dir.empty()) c.work_dir = absl::StrCat("/var/tmp/umap-chaos-", ::getpid());
   if (absl::Status s = MakeDirs(c.work_dir); !s.ok()) {
-    std::fprintf(stderr, "umap-chaos: %s\n", s.ToString().c_str());
-    return 2;
+    std::fprintf(stderr, "umap-chaos: work dir: %s\n", s.ToString().c_str());
+    return 3;
   }
   std::printf("umap-chaos: seed %llu, faults %s, dfs %s%s, work dir %s\n",
               static_cast<unsigned long long>(c.seed), c.faults_arg.c_str(), c.dfs.c_str(),
               c.mutation.empty() ? "" : (", MUTATION " + c.mutation).c_str(), c.work_dir.c_str());
   std::fflush(stdout);
   RunContext run(c, c.work_dir);
+  // Every class runs the worker, and the worker needs a userfaultfd.
+  if (absl::Status s = run.Require({"userfaultfd"}); IsMissingCapability(s)) {
+    std::printf("umap-chaos: the worker cannot run here: %s; every class is skipped\n",
+                std::string(s.message()).c_str());
+    for (const std::string& f : c.faults) {
+      run.tally().of(f).skip_reason = std::string(s.message());
+      run.tally().of(f).skipped++;
+    }
+    PrintSummary(c, run.tally(), 0, 0, 0);
+    RemoveTree(c.work_dir).IgnoreError();  // nothing ran
+    return Verdict(c, run.tally(), {});
+  } else if (!s.ok()) {
+    std::printf("FAIL: probing for a userfaultfd failed (a harness failure): %s\n",
+                s.ToString().c_str());
+    return 3;
+  }
   if (c.dfs == "gluster") {
-    if (absl::Status s = run.StartGluster(); !s.ok()) {
-      std::fprintf(stderr,
-                   "umap-chaos: GlusterFS testbed did not start (%s): every class runs on the "
-                   "local data dir instead and the run counts as skipped\n",
-                   std::string(s.message()).c_str());
+    if (absl::Status s = run.StartGluster(); IsMissingCapability(s)) {
+      std::printf("umap-chaos: GlusterFS cannot run here: %s; every class runs on the local "
+                  "data dir instead and the run counts as skipped\n",
+                  std::string(s.message()).c_str());
       for (const std::string& f : c.faults) {
-        run.tally().of(f).skip_reason = "GlusterFS testbed did not start";
+        run.tally().of(f).skip_reason = std::string(s.message());
         run.tally().of(f).skipped++;
       }
+    } else if (!s.ok()) {
+      std::printf("FAIL: the GlusterFS testbed did not start (a harness failure, not a skip): "
+                  "%s\n",
+                  std::string(s.message()).c_str());
+      return 3;
     }
   }
   const auto t0 = Clock::now();
@@ -162,8 +203,9 @@ std::string FaultClassHelp() {
   std::string text = "Fault classes (docs/chaos.md):\n";
   for (const FaultClassInfo* info : FaultRegistry::All(kDefaultFaults)) text += info->help;
   return text +
-         "Exit: 0 no violation, 1 violations, 2 usage, 77 a requested class could not "
-         "run (skip).";
+         "Exit: 0 no violation, 1 violations, 2 usage, 3 the harness failed (set-up or harness\n"
+         "error: never a skip), 77 a requested class could not run here for lack of a\n"
+         "capability, printed as 'umap-skip: missing CAP: WHY' (a skip, never a pass).";
 }
 
 }  // namespace
@@ -195,6 +237,8 @@ int main(int argc, char** argv) {
   app.add_option("--worker", c.worker, "umap-chaos-worker binary")->capture_default_str();
   app.add_option("--recover", c.recover, "umap-recover binary")->capture_default_str();
   app.add_option("--gluster-testbed", c.testbed, "faultinject/gluster/gluster-testbed script")
+      ->capture_default_str();
+  app.add_option("--probe-capability", c.probe, "faultinject/probe-capability script")
       ->capture_default_str();
   app.add_option("--iteration", c.only_iteration, "run only iteration I (reproduce)");
   app.add_flag("--expect-violation", c.expect_violation,

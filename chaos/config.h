@@ -16,6 +16,7 @@
 #ifndef UMAP_GLUSTER_TESTBED
 #define UMAP_GLUSTER_TESTBED "gluster-testbed"
 #endif
+#include "chaos/capability.h"  // UMAP_PROBE_CAPABILITY
 
 namespace chaos {
 
@@ -32,6 +33,7 @@ struct Config {
   std::string worker = UMAP_CHAOS_WORKER;
   std::string recover = UMAP_RECOVER;
   std::string testbed = UMAP_GLUSTER_TESTBED;
+  std::string probe = UMAP_PROBE_CAPABILITY;  // faultinject/probe-capability
   int only_iteration = -1;  // --iteration: run this one only
   bool expect_violation = false;
   bool keep = false;

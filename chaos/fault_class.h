@@ -18,7 +18,9 @@
 //   Draw           from a PRNG of its own: the variant and the initial file's holes;
 //   Place          where the iteration's data file and journal live.
 // and once, before the class's first iteration, Prepare: what it needs from the machine
-// (loop devices, tmpfs mounts). An error there skips the class (it names what is missing).
+// (loop devices, tmpfs mounts). It first asks RunContext::Require for the capabilities it
+// needs: a missing one skips the class (the skip names it); any later error is a failure
+// of the harness, reported in every iteration of the class, never a skip.
 //
 // Reproducibility: every draw comes from e.rng (Draw: its own PRNG) in program order, so
 // an iteration depends only on (seed, index, class list) and --iteration I replays it.

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "chaos/capability.h"
 
 namespace chaos {
 namespace {
@@ -83,16 +84,20 @@ Harness::Harness(RunContext& run) : run_(run) {
 Harness::~Harness() = default;
 
 absl::Status Harness::PrepareClass(const std::string& name) {
-  if (auto it = unavailable_.find(name); it != unavailable_.end()) {
-    return absl::UnavailableError(it->second);
-  }
+  if (auto it = prepare_errors_.find(name); it != prepare_errors_.end()) return it->second;
   if (!prepared_.insert(name).second) return absl::OkStatus();
   absl::Status s = classes_.at(name)->Prepare();
-  if (!s.ok()) {
-    unavailable_[name] = std::string(s.message());
-    std::fprintf(stderr, "umap-chaos: fault class %s cannot run here: %s\n", name.c_str(),
-                 std::string(s.message()).c_str());
+  if (s.ok()) return s;
+  prepare_errors_[name] = s;
+  if (IsMissingCapability(s)) {
+    std::printf("umap-chaos: fault class %s skipped: %s\n", name.c_str(),
+                std::string(s.message()).c_str());
+  } else {
+    std::printf("umap-chaos: fault class %s could not be set up (a harness failure, not a "
+                "skip): %s\n",
+                name.c_str(), s.ToString().c_str());
   }
+  std::fflush(stdout);
   return s;
 }
 
@@ -109,11 +114,17 @@ IterationRecord Harness::RunIteration(int index) {
   rec.policy = it.policy == Policy::kAtomic ? "atomic" : "relaxed";
   ClassStats& st = run_.tally().of(rec.cls);
   const auto t0 = Clock::now();
-  if (absl::Status s = PrepareClass(rec.cls); !s.ok()) {
+  if (absl::Status s = PrepareClass(rec.cls); IsMissingCapability(s)) {
     rec.skipped = true;
     rec.skip_reason = std::string(s.message());
     st.skipped++;
     st.skip_reason = rec.skip_reason;
+    return rec;
+  } else if (!s.ok()) {
+    st.iterations++;
+    st.violations++;
+    rec.Violate("harness", absl::StrCat("fault class ", rec.cls,
+                                        " could not be set up: ", s.ToString()));
     return rec;
   }
   st.iterations++;

@@ -37,7 +37,8 @@ class Harness {
  private:
   struct Iteration;
 
-  // Prepares the class once per run; an error (every later call repeats it) skips it.
+  // Prepares the class once per run; every later call returns the first call's result (a
+  // missing capability: the class is skipped; another error: a harness failure).
   absl::Status PrepareClass(const std::string& name);
   // One epoch. Returns false when the iteration must stop (a violation, a refused journal,
   // a set-up failure).
@@ -59,8 +60,8 @@ class Harness {
 
   RunContext& run_;
   std::map<std::string, std::unique_ptr<FaultClass>> classes_;
-  std::set<std::string> prepared_;                  // classes whose Prepare ran
-  std::map<std::string, std::string> unavailable_;  // class -> why it cannot run here
+  std::set<std::string> prepared_;                     // classes whose Prepare ran
+  std::map<std::string, absl::Status> prepare_errors_;  // class -> why it cannot run
 };
 
 }  // namespace chaos

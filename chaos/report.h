@@ -21,6 +21,10 @@ struct ViolationRecord {
   std::string dir;  // the evidence
 };
 
+// A violation of the harness itself (it could not set up or drive the run), not of an
+// invariant of Umap's.
+inline bool IsHarnessError(const Violation& v) { return v.invariant == "harness"; }
+
 // The command that runs iteration `index` of this run again.
 std::string Repro(const Config& c, int index);
 

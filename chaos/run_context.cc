@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "chaos/capability.h"
 #include "chaos/system.h"
 
 namespace chaos {
@@ -20,6 +22,16 @@ absl::Status RunContext::StartGluster() {
   Exit e = Run({config_.testbed, "up-single", "--name", name, "--mount", mount, "--ping-timeout",
                 "3", "--small-brick", "24M"},
                log, 180000);
+  if (e.exited && e.code == 77) {
+    // The testbed probed what it needs and said which capability is missing.
+    absl::StatusOr<std::string> text = ReadWholeFile(log);
+    const size_t at = text.ok() ? text->rfind("umap-skip: missing ") : std::string::npos;
+    if (at != std::string::npos) {
+      return MissingCapability(text->substr(at, text->find('\n', at) - at));
+    }
+    return absl::InternalError(
+        absl::StrCat("exit 77 without naming a missing capability; see ", log));
+  }
   if (!e.exited || e.code != 0) {
     return absl::UnavailableError(absl::StrCat(e.ToString(), "; see ", log));
   }
@@ -32,6 +44,10 @@ void RunContext::StopGluster() {
   if (gluster_mount_.empty()) return;
   Run({config_.testbed, "down", "--name", gluster_name_}, run_dir_ + "/gluster-up.log", 120000);
   gluster_mount_.clear();
+}
+
+absl::Status RunContext::Require(const std::vector<std::string>& capabilities) const {
+  return RequireCapabilities(config_.probe, capabilities, setup_log());
 }
 
 absl::Status RunContext::Testbed(const std::string& subcommand,

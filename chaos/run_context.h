@@ -25,10 +25,13 @@ class RunContext {
   // Where set-up commands (mkfs, mount, cp) write their output.
   std::string setup_log() const { return run_dir_ + "/setup.log"; }
   Tally& tally() { return tally_; }
+  // RequireCapabilities (chaos/capability.h) with this run's probe and set-up log.
+  absl::Status Require(const std::vector<std::string>& capabilities) const;
 
   // Starts a one-brick GlusterFS testbed (gluster-testbed up-single, a small brick that
   // can be filled and power-cut) mounted at run_dir/gluster. On failure nothing is
-  // mounted and the error names the log.
+  // mounted: a missing capability (IsMissingCapability: the testbed exited 77 with the
+  // probe's line) when GlusterFS cannot run here, else an error naming the log.
   absl::Status StartGluster();
   // Tears the testbed down (no-op when none runs).
   void StopGluster();

@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "chaos/fault_class.h"
 
 namespace chaos {
@@ -39,6 +40,7 @@ class EnospcFault : public FaultClass {
   using FaultClass::FaultClass;
 
   absl::Status Prepare() override {
+    RETURN_IF_ERROR(run_.Require({"root", "tmpfs-mount"}));
     auto journal_tmpfs = Tmpfs::Create(run_.run_dir() + "/jtmpfs", 24, run_.setup_log());
     if (!journal_tmpfs.ok()) return journal_tmpfs.status();
     journal_tmpfs_.emplace(*std::move(journal_tmpfs));

@@ -4,6 +4,7 @@
 // killed and the disks are mounted again (ext4 replays its log) before recovery.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -23,6 +24,11 @@ class RebootFault : public FaultClass {
   using FaultClass::FaultClass;
 
   absl::Status Prepare() override {
+    // Loop-mounted ext4 images; on GlusterFS the brick's power cut freezes its ext4 with
+    // xfs_io.
+    std::vector<std::string> needs = {"root", "loop-device", "command:mkfs.ext4"};
+    if (run_.gluster()) needs.push_back("command:xfs_io");
+    RETURN_IF_ERROR(run_.Require(needs));
     auto journal_disk = LoopFs::Create(run_.run_dir() + "/journal.img", run_.run_dir() + "/jfs", 96,
                                        run_.setup_log());
     if (!journal_disk.ok()) return journal_disk.status();
