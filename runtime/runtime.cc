@@ -540,9 +540,10 @@ umap_stats Runtime::Stats() const {
   s.io_timeouts = io.timeouts.load();
   s.io_retries = io.retries.load();
   s.io_read_failures = io.errors.load();
-  s.io_writes = io.writes.load();
-  s.io_write_bytes = io.write_bytes.load();
-  s.io_write_timeouts = io.write_timeouts.load();
+  WriteCounters& wc = io_->writer().counters();
+  s.io_writes = wc.writes.load();
+  s.io_write_bytes = wc.write_bytes.load();
+  s.io_write_timeouts = wc.write_timeouts.load();
   for (int k = 0; k < UMAP_IO_SIZE_BUCKETS && k < io::kSizeBuckets; ++k) {
     s.io_size_hist[k] = io.size_hist[k].load();
   }

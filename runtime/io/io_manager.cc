@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "base/crash_point.h"
+#include "base/deadline.h"
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
@@ -193,7 +193,9 @@ void IoManager::UringChannel::CheckDeadlines() {
   const uint64_t now = m_->Now();
   for (unsigned i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    if (s.state != kBusy || now - s.started_us < m_->options_.timeout_us) continue;
+    if (s.state != kBusy || !DeadlinePassed(s.started_us, m_->options_.timeout_us, now)) {
+      continue;
+    }
     s.state = kAbandoned;
     io_uring_sqe* sqe = GetSqe();
     io_uring_prep_cancel64(sqe, i, 0);
@@ -221,16 +223,13 @@ int IoManager::UringChannel::Pump() {
   io_uring_submit(&ring_);
   // Work this channel had no slot for goes to the others.
   if (free_.empty() && m_->sched_.backlog() > 0) m_->WakeChannels(this);
-  const uint64_t now = m_->Now();
   uint64_t wake_at = m_->sched_.earliest_due_us();
   for (const Slot& sl : slots_) {
-    if (sl.state == kBusy) wake_at = std::min(wake_at, sl.started_us + m_->options_.timeout_us);
+    if (sl.state == kBusy) {
+      wake_at = std::min(wake_at, DeadlineOf(sl.started_us, m_->options_.timeout_us));
+    }
   }
-  if (wake_at == UINT64_MAX) return -1;
-  // At least 1 ms: a due run this channel did not take (no free slot, or one for a
-  // synchronous helper) must not make its driver spin.
-  return wake_at > now ? static_cast<int>(std::min<uint64_t>((wake_at - now) / 1000 + 1, 60'000))
-                       : 1;
+  return PollTimeoutMs(wake_at, m_->Now());
 }
 
 absl::StatusOr<std::unique_ptr<IoManager>> IoManager::Create(const IoOptions& options, Env* env) {
@@ -275,7 +274,10 @@ IoManager::IoManager(const IoOptions& options, Env* env, Engine engine)
       env_(env),
       engine_(engine),
       max_blocks_(static_cast<uint32_t>(options.max_io_bytes / options.block_size)),
-      sched_(options.cache_blocks, options.max_queues) {}
+      sched_(options.cache_blocks, options.max_queues),
+      writer_(WriteEngineOptions{engine == Engine::kUring, options.depth, options.max_io_bytes,
+                                 options.timeout_us},
+              env) {}
 
 absl::Status IoManager::Start() {
   const unsigned uring_slots =
@@ -532,7 +534,7 @@ void IoManager::WatchdogLoop() {
       SyncSlot& s = sync_slots_[i];
       if (s.state.load(std::memory_order_acquire) != kBusy) continue;
       const uint64_t started = s.started_us.load(std::memory_order_relaxed);
-      if (now < started || now - started < options_.timeout_us) continue;
+      if (!DeadlinePassed(started, options_.timeout_us, now)) continue;
       int expected = kBusy;
       if (!s.state.compare_exchange_strong(expected, kAbandoned, std::memory_order_acq_rel)) {
         continue;
@@ -561,196 +563,9 @@ void IoManager::WatchdogLoop() {
 
 namespace umap::runtime::io {
 
-// A ring for one Write call at a time (write-backs run on umsync and write-back threads,
-// not on channels): taken from a small pool, created on first need.
-struct IoManager::WriteRing {
-  io_uring ring{};
-  bool ok = false;
-  ~WriteRing() {
-    if (ok) io_uring_queue_exit(&ring);
-  }
-};
-
-std::unique_ptr<IoManager::WriteRing> IoManager::TakeWriteRing() {
-  {
-    absl::MutexLock l(&write_rings_mu_);
-    if (!write_rings_.empty()) {
-      std::unique_ptr<WriteRing> r = std::move(write_rings_.back());
-      write_rings_.pop_back();
-      return r;
-    }
-  }
-  auto r = std::make_unique<WriteRing>();
-  r->ok = io_uring_queue_init(2 * options_.depth + 2, &r->ring, 0) == 0;
-  return r;
-}
-
-void IoManager::ReturnWriteRing(std::unique_ptr<WriteRing> ring) {
-  absl::MutexLock l(&write_rings_mu_);
-  write_rings_.push_back(std::move(ring));
-}
-
 absl::Status IoManager::Write(File* file, absl::Span<const WritePiece> pieces,
                               absl::FunctionRef<void()> before_each) {
-  // Runs of pieces adjacent in the file, each at most max_io_bytes and IOV_MAX pieces.
-  struct WriteRun {
-    uint64_t offset;
-    size_t first;  // index into iov
-    unsigned count;
-    size_t bytes;
-  };
-  std::vector<iovec> iov;
-  std::vector<WriteRun> runs;
-  iov.reserve(pieces.size());
-  for (const WritePiece& p : pieces) {
-    if (!runs.empty()) {
-      WriteRun& r = runs.back();
-      if (r.offset + r.bytes == p.offset && r.bytes + p.len <= options_.max_io_bytes &&
-          r.count < IOV_MAX) {
-        iov.push_back({const_cast<char*>(p.data), p.len});
-        r.count++;
-        r.bytes += p.len;
-        continue;
-      }
-    }
-    runs.push_back({p.offset, iov.size(), 1, p.len});
-    iov.push_back({const_cast<char*>(p.data), p.len});
-  }
-  // Writes the part of run r from byte `skip` on with File::WriteAt, piece by piece.
-  auto write_sync = [&](const WriteRun& r, size_t skip) -> absl::Status {
-    uint64_t off = r.offset;
-    for (unsigned k = 0; k < r.count; ++k) {
-      const iovec& v = iov[r.first + k];
-      if (skip >= v.iov_len) {
-        skip -= v.iov_len;
-        off += v.iov_len;
-        continue;
-      }
-      RETURN_IF_ERROR(file->WriteAt(off + skip, absl::MakeConstSpan(
-                                                    static_cast<const char*>(v.iov_base) + skip,
-                                                    v.iov_len - skip)));
-      off += v.iov_len;
-      skip = 0;
-    }
-    return absl::OkStatus();
-  };
-  const bool concurrent = engine_ == Engine::kUring && file->fd() >= 0 && runs.size() > 1 &&
-                          !crash_point::Active();
-  std::unique_ptr<WriteRing> wr;
-  if (concurrent) wr = TakeWriteRing();
-  if (wr == nullptr || !wr->ok) {
-    for (const WriteRun& r : runs) {
-      before_each();
-      RETURN_IF_ERROR(write_sync(r, 0));
-      counters_.writes.fetch_add(1, std::memory_order_relaxed);
-      counters_.write_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
-    }
-    return absl::OkStatus();
-  }
-  io_uring* ring = &wr->ring;
-  std::vector<uint64_t> started(runs.size(), 0);
-  std::vector<bool> timed_out(runs.size(), false);
-  absl::Status first_error;
-  size_t next = 0, inflight = 0;
-  while (next < runs.size() || inflight > 0) {
-    while (next < runs.size() && inflight < options_.depth) {
-      const WriteRun& r = runs[next];
-      before_each();
-      io_uring_sqe* sqe = io_uring_get_sqe(ring);
-      if (sqe == nullptr) break;
-      io_uring_prep_writev(sqe, file->fd(), &iov[r.first], r.count, r.offset);
-      io_uring_sqe_set_data64(sqe, next);
-      started[next] = Now();
-      ++next;
-      ++inflight;
-    }
-    io_uring_submit(ring);
-    // Wait for a completion, at most until the oldest write's deadline.
-    uint64_t deadline = UINT64_MAX;
-    for (size_t i = 0; i < next; ++i) {
-      if (started[i] != 0 && !timed_out[i]) {
-        deadline = std::min(deadline, started[i] + options_.timeout_us);
-      }
-    }
-    io_uring_cqe* cqe = nullptr;
-    const uint64_t now = Now();
-    int rc;
-    if (deadline == UINT64_MAX) {
-      rc = io_uring_wait_cqe(ring, &cqe);
-    } else {
-      const uint64_t us = deadline > now ? deadline - now : 0;
-      __kernel_timespec ts{static_cast<long long>(us / 1'000'000),
-                           static_cast<long long>(us % 1'000'000) * 1000};
-      rc = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
-    }
-    if (rc == -ETIME || rc == -EINTR) {
-      // The watchdog's report, then cancellation; a write that cannot be cancelled (a hung
-      // FUSE request) is still waited for, since its buffer is the caller's.
-      const uint64_t t = Now();
-      for (size_t i = 0; i < next; ++i) {
-        if (started[i] == 0 || timed_out[i] || t - started[i] < options_.timeout_us) continue;
-        timed_out[i] = true;
-        counters_.write_timeouts.fetch_add(1, std::memory_order_relaxed);
-        UMAP_LOG(kWarn, "write of ", file->name(), " offset ", runs[i].offset, " length ",
-                 runs[i].bytes, " stalled for ", (t - started[i]) / 1000,
-                 " ms; cancelling it (the umsync returns ETIMEDOUT; the journal keeps the data)");
-        io_uring_sqe* sqe = io_uring_get_sqe(ring);
-        if (sqe != nullptr) {
-          io_uring_prep_cancel64(sqe, i, 0);
-          io_uring_sqe_set_data64(sqe, kCancelTag);
-        }
-      }
-      continue;
-    }
-    if (rc < 0) {
-      if (first_error.ok()) first_error = PosixError(-rc, "waiting for write completions");
-      break;  // unreachable in practice; the ring is left to drain below
-    }
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(ring, head, cqe) {
-      ++seen;
-      const uint64_t tag = io_uring_cqe_get_data64(cqe);
-      if (tag == kCancelTag) continue;
-      --inflight;
-      const WriteRun& r = runs[tag];
-      started[tag] = 0;
-      const int res = cqe->res;
-      if (res < 0) {
-        if (first_error.ok()) {
-          first_error = timed_out[tag] && res == -ECANCELED
-                            ? PosixError(ETIMEDOUT, absl::StrCat(
-                                  "write of ", file->name(), " at offset ", r.offset,
-                                  " timed out (io_timeout_ms=", options_.timeout_us / 1000, ")"))
-                            : PosixError(-res, absl::StrCat("write of ", r.bytes, " bytes to ",
-                                                            file->name(), " at offset ",
-                                                            r.offset));
-        }
-        continue;
-      }
-      if (static_cast<size_t>(res) < r.bytes) {
-        // Short write: the rest goes through WriteAt (which loops on short writes).
-        absl::Status s = write_sync(r, static_cast<size_t>(res));
-        if (!s.ok() && first_error.ok()) first_error = s;
-        if (!s.ok()) continue;
-      }
-      counters_.writes.fetch_add(1, std::memory_order_relaxed);
-      counters_.write_bytes.fetch_add(r.bytes, std::memory_order_relaxed);
-    }
-    io_uring_cq_advance(ring, seen);
-    // After an error, issue nothing more; the ones in flight are waited for.
-    if (!first_error.ok()) next = runs.size();
-  }
-  if (inflight == 0) ReturnWriteRing(std::move(wr));
-  // else: a ring with requests we could not reap is leaked on purpose (never reused).
-  if (first_error.ok()) {
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (timed_out[i]) {
-        return PosixError(ETIMEDOUT, absl::StrCat("write of ", file->name(), " at offset ",
-                                                  runs[i].offset, " passed its deadline"));
-      }
-    }
-  }
-  return first_error;
+  return writer_.Write(file, pieces, before_each);
 }
 
 }  // namespace umap::runtime::io

@@ -40,6 +40,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/write_engine.h"
 #include "runtime/io/scheduler.h"
 #include "umap/env.h"
 
@@ -67,7 +68,6 @@ struct IoCounters {
   std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
       retries{0}, errors{0}, sync_reads{0};
   std::atomic<uint64_t> interrupted{0};  // reads that returned EINTR/EAGAIN and were requeued
-  std::atomic<uint64_t> writes{0}, write_bytes{0}, write_timeouts{0};
   std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
 };
 
@@ -88,12 +88,7 @@ class IoFileClient : public IoClient {
   virtual bool FallBackToBuffered() = 0;
 };
 
-// One piece of a write-back: `len` bytes from `data` go to `offset`.
-struct WritePiece {
-  uint64_t offset;
-  const char* data;
-  size_t len;
-};
+using ::umap::WritePiece;
 
 class IoManager {
  public:
@@ -122,26 +117,15 @@ class IoManager {
   // Queues a fill of `block` holding cache block `cb`; a channel will call Complete.
   void Submit(IoQueue* queue, uint64_t block, uint32_t cb);
 
-  // Writes every piece to `file` and returns when all are done: pieces adjacent in the file
-  // merge into one vectored write of at most max_io_bytes, and with io_uring up to `depth`
-  // of those are in flight at once (a DFS charges per request, so a umsync of scattered
-  // blocks is not a row of round trips). `before_each` runs before each write is issued
-  // (crash points). No fdatasync. Errors: the first write error; ETIMEDOUT when a write
-  // passed its deadline (it was cancelled or, if it could not be, waited for: the caller's
-  // buffers are never left to the kernel). Either way the caller treats the pieces as not
-  // written (the journal keeps them). REQUIRES: pieces sorted by offset, none overlapping,
-  // so no two writes of one block are ever in flight together.
-  // Concurrent only on io_uring, for files with a descriptor, while no crash point is
-  // armed (then the n-th `before_each` finds exactly n-1 writes done).
+  // Write-backs go through the WriteEngine (base/write_engine.h), configured with this
+  // manager's depth, largest I/O and deadline; see WriteEngine::Write for the contract.
   absl::Status Write(File* file, absl::Span<const WritePiece> pieces,
                      absl::FunctionRef<void()> before_each);
+  WriteEngine& writer() { return writer_; }
 
  private:
   struct QueueState;
   class UringChannel;
-  struct WriteRing;
-  std::unique_ptr<WriteRing> TakeWriteRing();
-  void ReturnWriteRing(std::unique_ptr<WriteRing> ring);
   IoManager(const IoOptions& options, Env* env, Engine engine);
   absl::Status Start();
   // Synchronous channel `index`: takes runs and reads them with File::ReadAt.
@@ -185,8 +169,7 @@ class IoManager {
   size_t buffers_len_ = 0;
 
   absl::Mutex watchdog_mu_;  // only to wake the watchdog at destruction
-  absl::Mutex write_rings_mu_;
-  std::vector<std::unique_ptr<WriteRing>> write_rings_ ABSL_GUARDED_BY(write_rings_mu_);
+  WriteEngine writer_;
 };
 
 }  // namespace umap::runtime::io
