@@ -40,6 +40,12 @@ struct Config {
   bool keep_crash = false;  // copy data and journal dirs before every recovery (evidence)
   bool verbose = false;
   std::string self = "umap-chaos";  // this binary, for the printed reproduction commands
+  // Parallel lanes (chaos/lanes.h): --jobs N runs N lane processes; a lane process runs
+  // the iterations whose index is `lane` modulo `lanes` and writes its results to
+  // `lane_report` for the parent to merge.
+  int jobs = 1;
+  int lane = 0, lanes = 1;
+  std::string lane_report;
 };
 
 }  // namespace chaos

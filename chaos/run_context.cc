@@ -4,9 +4,9 @@
 
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "chaos/capability.h"
 #include "chaos/system.h"
 
