@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
                "copy the data file and the journal as the crash left them (before any "
                "recovery) into the iteration's directory");
   app.add_flag("-v,--verbose", c.verbose, "print every iteration");
+  app.add_flag("--replayable", c.replayable,
+               "make every event of an iteration follow from the seed, so that a violation "
+               "replays bit for bit (in-process classes only, --dfs local; docs/chaos.md, "
+               "\"Replayable runs\")");
   app.add_option("--jobs", c.jobs,
                  "run N lanes at once, each a process with its own work dir, disks and "
                  "workers, sharing out the iterations (docs/chaos.md, \"Lanes\")")
@@ -105,7 +109,19 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "umap-chaos: --faults: unknown class '%s'\n", std::string(f).c_str());
       return 2;
     }
+    const chaos::FaultClassInfo* info = chaos::FaultRegistry::Find(std::string(f));
+    if (c.replayable && !info->replayable) {
+      std::fprintf(stderr,
+                   "umap-chaos: --replayable: fault class '%s' is a real fault whose "
+                   "timing no seed decides\n",
+                   std::string(f).c_str());
+      return 2;
+    }
     c.faults.emplace_back(f);
+  }
+  if (c.replayable && c.dfs != "local") {
+    std::fprintf(stderr, "umap-chaos: --replayable needs --dfs local\n");
+    return 2;
   }
   if (c.faults.empty()) {
     std::fprintf(stderr, "umap-chaos: --faults is empty\n");

@@ -39,6 +39,10 @@ struct Config {
   bool keep = false;
   bool keep_crash = false;  // copy data and journal dirs before every recovery (evidence)
   bool verbose = false;
+  // Every event of an iteration is a function of the seed, so that a violation replays bit
+  // for bit (docs/chaos.md, "Replayable runs"): the in-process classes only, no timed kill,
+  // no eviction, journal faults on the WAL only, deaths at drawn rounds.
+  bool replayable = false;
   std::string self = "umap-chaos";  // this binary, for the printed reproduction commands
   // Parallel lanes (chaos/lanes.h): --jobs N runs N lane processes; a lane process runs
   // the iterations whose index is `lane` modulo `lanes` and writes its results to

@@ -20,9 +20,14 @@
 namespace chaos {
 
 // The geometry of every iteration's file: kBlocks blocks of kBlockSize, a cache of
-// kCacheBlocks (a quarter: half-file rounds evict dirty blocks).
+// kCacheBlocks (a quarter: half-file rounds evict dirty blocks). Replayable runs cache the
+// whole file, so that no eviction races the rounds: kBlocks resident blocks plus the
+// runtime's shadow buffers (1/16 of the budget, at least 4).
 inline constexpr uint64_t kBlocks = 64;
 inline constexpr uint64_t kCacheBlocks = 16;
+inline uint64_t CacheBlocks(bool replayable) {
+  return replayable ? kBlocks + kBlocks / 8 : kCacheBlocks;
+}
 
 // What one iteration did, as reported (console, JUnit, Markdown).
 struct IterationRecord {

@@ -105,6 +105,8 @@ struct FaultClassInfo {
   const char* name;  // as in --faults
   const char* help;  // --help lines, each "  name     text\n" (continuations indented)
   int weight;        // relative draw weight among the --faults classes
+  // Runs under --replayable: every event of its epochs then follows from the seed.
+  bool replayable;
   std::unique_ptr<FaultClass> (*make)(RunContext& run);
 };
 
@@ -121,11 +123,11 @@ class FaultRegistry {
 
 }  // namespace chaos
 
-// Registers Type (a FaultClass with static members kName, kHelp and kWeight, constructed
-// from a RunContext&). Put it at namespace scope in the class's file.
+// Registers Type (a FaultClass with static members kName, kHelp, kWeight and kReplayable,
+// constructed from a RunContext&). Put it at namespace scope in the class's file.
 #define UMAP_CHAOS_REGISTER_FAULT_CLASS(Type)                                         \
   [[maybe_unused]] static const bool kRegistered##Type = ::chaos::FaultRegistry::Add( \
-      {Type::kName, Type::kHelp, Type::kWeight,                                       \
+      {Type::kName, Type::kHelp, Type::kWeight, Type::kReplayable,                    \
        [](::chaos::RunContext& run) -> std::unique_ptr<::chaos::FaultClass> {         \
          return std::make_unique<Type>(run);                                          \
        }})

@@ -85,6 +85,7 @@ std::vector<std::string> LaneArgs(const Config& c, int lane, const std::string& 
   if (c.keep) a.push_back("--keep");
   if (c.keep_crash) a.push_back("--keep-crash-state");
   if (c.verbose) a.push_back("--verbose");
+  if (c.replayable) a.push_back("--replayable");
   return a;
 }
 

@@ -114,6 +114,7 @@ std::string Repro(const Config& c, int index) {
   std::string cmd = absl::StrCat(c.self, " --seed ", c.seed, " --faults ", c.faults_arg, " --dfs ",
                                  c.dfs, " --iteration ", index);
   if (!c.mutation.empty()) absl::StrAppend(&cmd, " --mutation ", c.mutation);
+  if (c.replayable) absl::StrAppend(&cmd, " --replayable");
   return cmd;
 }
 

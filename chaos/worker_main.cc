@@ -16,7 +16,8 @@
 //                           resident cache bytes (umap_stats.cache_bytes_used)
 //   F <data> <journal>      injected failures fired so far (FaultEnv, FaultFs); after each
 //                           failed umsync, before dying and after the last round
-//   H <round>               (--heal-ms) the journal's fault rules ended during this round
+//   H <round>               (--heal-ms, --heal-round) the journal's fault rules ended
+//                           during this round
 //   Z <bytes>               (--die-journal-power-cut) the journal's power was cut; bytes of
 //                           failed syncs that lost them (FsFault::LosesData) it zeroed
 // Exit codes: 0 all rounds done and unmapped; 2 set-up failed (message on stderr); 4 uunmap
@@ -94,9 +95,10 @@ struct Flags {
   uint64_t fault_seed = 1, fault_one_in = 20, stall_round = 0, stall_ms = 0, die_round = 0;
   bool die_power_cut = false, report_base = false;
   std::string journal_fault = "none";
-  uint64_t journal_one_in = 20, heal_ms = 0;
+  uint64_t journal_one_in = 20, heal_ms = 0, heal_round = 0;
   bool journal_sticky = false, die_journal_power_cut = false, journal_garble = false;
-  bool journal_at_open = false, die_on_error = false;
+  bool journal_at_open = false, die_on_error = false, journal_wal_only = false;
+  bool die_in_stall = false;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
@@ -115,6 +117,9 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--fault-one-in", f->fault_one_in);
   app.add_option("--stall-round", f->stall_round, "timeout: arm the stall after this round");
   app.add_option("--stall-ms", f->stall_ms);
+  app.add_flag("--die-in-stall", f->die_in_stall,
+               "timeout: die while the armed stall holds a data-file sync (with "
+               "--die-power-cut: after a power cut of the data file)");
   app.add_option("--die-round", f->die_round, "after this round's umsync, die (0: never)");
   app.add_flag("--die-on-error", f->die_on_error,
                "die after the first failed umsync from --die-round on (at the latest 30 "
@@ -130,6 +135,11 @@ void AddFlags(CLI::App& app, Flags* f) {
                "enospc: once fired, every later journal write fails until healed");
   app.add_option("--heal-ms", f->heal_ms,
                  "end the journal's fault rules this long after mapping (0: never)");
+  app.add_option("--heal-round", f->heal_round,
+                 "end the journal's fault rules after this round's umsync, from the rounds "
+                 "themselves (0: never; replayable runs)");
+  app.add_flag("--journal-fault-wal-only", f->journal_wal_only,
+               "journal faults hit the WAL only, not RocksDB's background tables");
   app.add_flag("--die-journal-power-cut", f->die_journal_power_cut,
                "dying: drop the journal's unsynced bytes (torn at sectors) first");
   app.add_flag("--journal-garble", f->journal_garble,
@@ -154,6 +164,7 @@ umap_runtime* CreateRuntime(const Flags& f, std::string* error) {
   spec.journal_one_in = f.journal_one_in;
   spec.journal_sticky = f.journal_sticky;
   spec.journal_fault_at_open = f.journal_at_open;
+  spec.journal_wal_only = f.journal_wal_only;
   return chaos_worker::CreateRuntime(spec, error);
 }
 
@@ -238,6 +249,11 @@ int RunRounds(umap_runtime* r, char* p, size_t size, const Flags& f) {
       // Back off a little: the journal reopens, space may come back, the DFS may return.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    if (f.heal_round > 0 && round == f.heal_round) {
+      chaos_worker::HealJournal();
+      ReportFired();
+      Report(absl::StrCat("H ", round));
+    }
     const uint64_t cache = umap_get_stats(r, &stats) == 0 ? stats.cache_bytes_used : 0;
     Report(absl::StrCat("M ", round, " ", RssKib(), " ", cache));
     if (f.fault == "timeout" && round == f.stall_round) {
@@ -247,6 +263,10 @@ int RunRounds(umap_runtime* r, char* p, size_t size, const Flags& f) {
         return 2;
       }
       Report(absl::StrCat("T ", round, " ", f.stall_ms));
+      if (f.die_in_stall) {
+        ReportFired();
+        chaos_worker::DieInStall(f.fault_seed, f.die_power_cut);
+      }
     }
     const bool die = f.die_on_error ? f.die_round > 0 && round >= f.die_round &&
                                           (failed || round == f.die_round + 30)

@@ -26,6 +26,7 @@ class EioFault : public FaultClass {
       "           instead turn on the volume's error-gen (WRITE,FSYNC fail with EIO) for\n"
       "           1-3 s; liveness after\n";
   static constexpr int kWeight = 1;
+  static constexpr bool kReplayable = true;
   using FaultClass::FaultClass;
 
   bool storage_keeps_failing() const override { return true; }
@@ -40,7 +41,7 @@ class EioFault : public FaultClass {
       e.rounds = 2000;  // Inject describes the fault
       return;
     }
-    side_ = ArmInProcessFaults(kName, e);
+    side_ = ArmInProcessFaults(kName, e, run_.config().replayable);
   }
 
   bool Inject(Epoch& e, Worker& worker) override {

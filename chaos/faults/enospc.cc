@@ -37,6 +37,7 @@ class EnospcFault : public FaultClass {
       "           filled), journal-injected / journal-sticky (FaultFs NoSpace, transient or\n"
       "           sticky, until the worker heals it)\n";
   static constexpr int kWeight = 1;
+  static constexpr bool kReplayable = true;  // journal-injected/-sticky only
   using FaultClass::FaultClass;
 
   absl::Status Prepare() override {
@@ -54,7 +55,13 @@ class EnospcFault : public FaultClass {
 
   void Draw(Rng& variant_rng, IterationRecord* rec) override {
     // Half data-full; the journal's disk full for real, or injected (transient or sticky).
-    full_ = variant_rng.OneIn(2) ? Full::kDataFull : static_cast<Full>(1 + variant_rng.Range(0, 2));
+    // Replayable runs inject only: a real disk fills at the pace of the clock.
+    if (run_.config().replayable) {
+      full_ = variant_rng.OneIn(2) ? Full::kJournalInjected : Full::kJournalSticky;
+    } else {
+      full_ =
+          variant_rng.OneIn(2) ? Full::kDataFull : static_cast<Full>(1 + variant_rng.Range(0, 2));
+    }
     rec->variant = kFullNames[static_cast<int>(full_)];
     // Only a write into a hole needs space: the data disk's fault needs holes to meet.
     if (full_ == Full::kDataFull) DrawHoles(variant_rng, rec);
@@ -79,6 +86,7 @@ class EnospcFault : public FaultClass {
   bool DataDiskFull(Epoch& e, Worker& worker);
   bool JournalDiskFull(Epoch& e, Worker& worker);
   bool JournalFaultsHealed(Epoch& e, Worker& worker);
+  void ArmReplayable(Epoch& e);
   // FillUntilEnospc in a child process, bounded: a GlusterFS client can leave a write
   // unanswered for good (docs/chaos.md), and the harness must not hang in the kernel with
   // it. *hung: the child still waited after timeout_ms (then the FUSE connection is aborted,
@@ -98,6 +106,7 @@ void EnospcFault::Arm(Epoch& e) {
     e.rec.Describe("journal tmpfs filled to ENOSPC, then freed");
     return;
   }
+  if (run_.config().replayable) return ArmReplayable(e);
   // Injected NoSpace on 1 in k journal writes (transient, or sticky: a disk that stays
   // full), ending after heal_ms.
   const uint64_t k = e.rng.Range(2, 30);
@@ -114,6 +123,26 @@ void EnospcFault::Arm(Epoch& e) {
                  " ms");
 }
 
+// Replayable: the worker heals the journal after a drawn round, and dies a few rounds later
+// by itself; the faults hit the WAL only.
+void EnospcFault::ArmReplayable(Epoch& e) {
+  const uint64_t k = e.rng.Range(2, 30);
+  const uint64_t heal = e.first_round + e.rng.Range(2, 12);
+  const uint64_t die = heal + e.rng.Range(3, 10);
+  e.rounds = die - e.first_round + 1;
+  heal_ms_ = 0;
+  e.args.insert(e.args.end(),
+                {"--fault-seed", absl::StrCat(e.fault_seed), "--journal-fault", "enospc",
+                 "--journal-fault-one-in", absl::StrCat(k), "--journal-fault-wal-only",
+                 "--heal-round", absl::StrCat(heal), "--die-round", absl::StrCat(die)});
+  const bool sticky = full_ == Full::kJournalSticky;
+  if (sticky) e.args.push_back("--journal-sticky");
+  // Never from the journal's open: the heal comes from the rounds, which a journal that
+  // cannot open never reaches.
+  e.rec.Describe("injected journal ENOSPC on 1 in ", k, " WAL writes", sticky ? ", sticky" : "",
+                 ", space back after round ", heal, ", dies after round ", die);
+}
+
 bool EnospcFault::Inject(Epoch& e, Worker& worker) {
   switch (full_) {
     case Full::kDataFull:
@@ -128,6 +157,7 @@ bool EnospcFault::Inject(Epoch& e, Worker& worker) {
 bool EnospcFault::JournalFaultsHealed(Epoch& e, Worker& worker) {
   const EpochEvents& ev = worker.events();
   bool fired = false;
+  const bool replayable = run_.config().replayable;
   if (!worker.PumpUntil([&] { return worker.healed_round().has_value(); }, heal_ms_ + 30000)) {
     if (!worker.eof()) e.rec.Violate("harness", "the worker never reported the end of the fault");
   } else {
@@ -148,9 +178,9 @@ bool EnospcFault::JournalFaultsHealed(Epoch& e, Worker& worker) {
       e.rec.Violate("liveness", absl::StrCat("no umsync acknowledged within 20 s after the ",
                                              "journal's space came back in round ", healed));
     }
-    worker.Sleep(static_cast<int>(e.rng.Range(0, 200)));
+    if (!replayable) worker.Sleep(static_cast<int>(e.rng.Range(0, 200)));
   }
-  worker.Kill();
+  if (!replayable) worker.Kill();  // replayable: it dies at its --die-round
   return fired;
 }
 

@@ -6,7 +6,7 @@
 
 namespace chaos {
 
-FaultySide ArmInProcessFaults(const char* cls, Epoch& e) {
+FaultySide ArmInProcessFaults(const char* cls, Epoch& e, bool replayable) {
   const bool eio = std::string(cls) == "eio";
   // Which storage breaks: 0 the data file, 1 the journal, 2 both. The journal's FaultFs has
   // no torn writes: its "torn" is the power cut below, tearing the WAL's unsynced tail (with
@@ -34,6 +34,7 @@ FaultySide ArmInProcessFaults(const char* cls, Epoch& e) {
     e.args.insert(e.args.end(), {"--journal-fault", "eio", "--journal-fault-one-in",
                                  absl::StrCat(journal_one_in)});
     if (e.rng.OneIn(4)) e.args.push_back("--journal-fault-at-open");
+    if (replayable) e.args.push_back("--journal-fault-wal-only");
     e.rec.Describe(side == 2 ? ", " : "", "IOError on 1 in ", journal_one_in,
                    " journal appends, syncs (losing their bytes) and file creations");
   }

@@ -15,8 +15,9 @@ enum class FaultySide { kData = 0, kJournal = 1, kBoth = 2 };
 
 // Draws and arms the faults of class `cls` ("eio" or "torn") for epoch e: worker flags, the
 // description and the fault-draw rows ("<cls>/<side>", "<cls>/power cut: <which>").
-// Returns the side drawn.
-FaultySide ArmInProcessFaults(const char* cls, Epoch& e);
+// replayable: the journal's faults hit its WAL only (the tables RocksDB writes from its
+// background threads would draw in the order of the clock). Returns the side drawn.
+FaultySide ArmInProcessFaults(const char* cls, Epoch& e, bool replayable);
 
 // Whether the armed faults fired: a umsync failed, an injected fault fired, or the worker
 // died of something other than the driver's SIGKILL.

@@ -16,12 +16,15 @@ constexpr const char* kWorkerPoints[] = {"journal.before_commit", "journal.after
 class KillFault : public FaultClass {
  public:
   static constexpr const char* kName = "kill";
-  static constexpr const char* kHelp = "  kill     SIGKILL at a crash point or at a random time\n";
-  static constexpr int kWeight = 3;  // five crash points to cover
+  static constexpr const char* kHelp =
+      "  kill     SIGKILL at a crash point or at a random time (--replayable: crash points)\n";
+  static constexpr int kWeight = 3;          // five crash points to cover
+  static constexpr bool kReplayable = true;  // crash points only
   using FaultClass::FaultClass;
 
   void Arm(Epoch& e) override {
-    if (e.rng.Range(0, 9) >= 6) {
+    // Replayable runs kill at crash points only: a timed kill lands where the clock says.
+    if (e.rng.Range(0, 9) >= 6 && !run_.config().replayable) {
       e.rec.Describe("SIGKILL at a random time");
       return;
     }

@@ -21,6 +21,7 @@ class RebootFault : public FaultClass {
       "           data disk; --dfs gluster: the data disk is the brick's ext4 (gluster-testbed\n"
       "           shutdown-brick), half of the iterations with holes in the initial file\n";
   static constexpr int kWeight = 1;
+  static constexpr bool kReplayable = false;  // a real disk cut lands when the clock says
   using FaultClass::FaultClass;
 
   absl::Status Prepare() override {

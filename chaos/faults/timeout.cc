@@ -22,6 +22,7 @@ class TimeoutFault : public FaultClass {
       "           brought back before recovery), delay-gen spike (WRITE,FSYNC,READ +20-300 ms\n"
       "           at 20-100 % for 1-3 s); liveness after each\n";
   static constexpr int kWeight = 1;
+  static constexpr bool kReplayable = true;  // local stall, death at a drawn round
   using FaultClass::FaultClass;
 
   void Draw(Rng& variant_rng, IterationRecord* rec) override {
@@ -45,6 +46,19 @@ class TimeoutFault : public FaultClass {
                    "--stall-round", absl::StrCat(round), "--stall-ms", absl::StrCat(ms)});
     e.rec.Describe("DFS sync stalls ", ms, " ms after round ", round,
                    (e.fault_seed & 1) ? " then ETIMEDOUT" : " then proceeds");
+    if (run_.config().replayable) {
+      // The worker dies by itself, instead of being killed when the clock says: inside the
+      // stall, or a few rounds after it; half the time with a power cut of the data file.
+      const bool in_stall = e.rng.OneIn(2);
+      const uint64_t die = round + e.rng.Range(2, 8);
+      e.args.insert(e.args.end(), {"--die-round", absl::StrCat(die)});
+      if (in_stall) e.args.push_back("--die-in-stall");
+      const bool cut = e.rng.OneIn(2);
+      if (cut) e.args.push_back("--die-power-cut");
+      e.rec.Describe(
+          in_stall ? ", dies inside the stall" : absl::StrCat(", dies after round ", die),
+          cut ? " with a DFS power cut" : "");
+    }
   }
 
   bool Inject(Epoch& e, Worker& worker) override {
@@ -71,6 +85,17 @@ class TimeoutFault : public FaultClass {
 bool TimeoutFault::LocalStall(Epoch& e, Worker& worker) {
   EpochEvents& ev = worker.events();
   bool fired = false;
+  if (run_.config().replayable) {
+    // Liveness as below, without a kill: the worker dies at its --die-round.
+    if (worker.PumpUntil([&] { return ev.stall_round.has_value(); }, 20000)) {
+      fired = true;
+      if (!worker.WaitForAckAfter(*ev.stall_round, 30000) && !worker.eof()) {
+        e.rec.Violate("liveness", absl::StrCat("no umsync acknowledged within 30 s after the ",
+                                               "DFS stall of round ", *ev.stall_round, " ended"));
+      }
+    }
+    return fired;
+  }
   if (worker.PumpUntil([&] { return ev.stall_round.has_value(); }, 20000)) {
     fired = true;
     const uint64_t round = *ev.stall_round;

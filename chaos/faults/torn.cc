@@ -19,6 +19,7 @@ class TornFault : public FaultClass {
       "  torn     as eio with torn data-file writes and garbled journal power cuts, or one bit\n"
       "           of a committed journal payload flipped\n";
   static constexpr int kWeight = 1;
+  static constexpr bool kReplayable = true;
   using FaultClass::FaultClass;
 
   bool storage_keeps_failing() const override { return true; }
@@ -26,7 +27,7 @@ class TornFault : public FaultClass {
   void Arm(Epoch& e) override {
     rot_ = e.rng.OneIn(3);
     if (!rot_) {
-      ArmInProcessFaults(kName, e);
+      ArmInProcessFaults(kName, e, run_.config().replayable);
       return;
     }
     const uint64_t hit = e.rng.Range(1, 10);

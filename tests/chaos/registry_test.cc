@@ -25,6 +25,7 @@ class UndisturbedFault : public FaultClass {
   static constexpr const char* kName = "undisturbed";
   static constexpr const char* kHelp = "  undisturbed  no fault: the worker runs its rounds\n";
   static constexpr int kWeight = 1;
+  static constexpr bool kReplayable = true;
   using FaultClass::FaultClass;
 
   void Arm(Epoch& e) override {
