@@ -128,19 +128,30 @@ void EnospcFault::Arm(Epoch& e) {
 void EnospcFault::ArmReplayable(Epoch& e) {
   const uint64_t k = e.rng.Range(2, 30);
   const uint64_t heal = e.first_round + e.rng.Range(2, 12);
-  const uint64_t die = heal + e.rng.Range(3, 10);
-  e.rounds = die - e.first_round + 1;
+  // Half the runs die at their first failed umsync (so the crash meets what a failed commit
+  // left behind), the others a few rounds after the heal (so liveness is checked first).
+  const bool at_first_error = e.rng.OneIn(2);
+  const uint64_t die = at_first_error ? e.first_round : heal + e.rng.Range(3, 10);
+  e.rounds = (at_first_error ? heal + 3 : die) - e.first_round + 1;
   heal_ms_ = 0;
   e.args.insert(e.args.end(),
                 {"--fault-seed", absl::StrCat(e.fault_seed), "--journal-fault", "enospc",
                  "--journal-fault-one-in", absl::StrCat(k), "--journal-fault-wal-only",
                  "--heal-round", absl::StrCat(heal), "--die-round", absl::StrCat(die)});
+  if (at_first_error) e.args.push_back("--die-on-error");
+  // The death cuts the data file's power half the time: whatever a failed commit let reach
+  // the file unsynced is then torn.
+  const bool cut = e.rng.OneIn(2);
+  if (cut) e.args.push_back("--die-power-cut");
   const bool sticky = full_ == Full::kJournalSticky;
   if (sticky) e.args.push_back("--journal-sticky");
   // Never from the journal's open: the heal comes from the rounds, which a journal that
   // cannot open never reaches.
   e.rec.Describe("injected journal ENOSPC on 1 in ", k, " WAL writes", sticky ? ", sticky" : "",
-                 ", space back after round ", heal, ", dies after round ", die);
+                 ", space back after round ", heal,
+                 at_first_error ? ", dies at its first failed umsync"
+                                : absl::StrCat(", dies after round ", die),
+                 cut ? " with a DFS power cut" : "");
 }
 
 bool EnospcFault::Inject(Epoch& e, Worker& worker) {
