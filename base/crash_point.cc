@@ -1,5 +1,11 @@
 #include "base/crash_point.h"
 
+// Compiled into the testing variant only (umap_base_testing): the release library has no
+// crash points at all.
+#if !UMAP_TEST_SWITCHES
+#error "base/crash_point.cc is built only with UMAP_TEST_SWITCHES=1 (cmake/UmapHelpers.cmake)"
+#endif
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>

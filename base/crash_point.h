@@ -1,12 +1,20 @@
-// Crash points: named places in shipped code where the chaos harness may kill the process.
+// Crash points: named places in the protocol code where the chaos harness may kill the
+// process.
 //
 //   UMAP_CRASH_POINT("journal.after_commit");
 //
-// Disarmed (always, unless a harness armed one), a crash point costs one relaxed load of a
-// global std::atomic<bool> and a not-taken branch; the slow path is out of line. So the chaos
-// suite kills the very binary users run (rocksdb compiles its sync points out instead).
+// Crash points exist only in the testing variant of the libraries (the `*_testing` CMake
+// targets, compiled with UMAP_TEST_SWITCHES=1), which tests/ and chaos/ link. In the release
+// libraries (libumap, the installed tools) UMAP_CRASH_POINT expands to a compile-time name
+// check and nothing else, UMAP_CRASH_POINTS_ACTIVE() is the constant false, and neither this
+// file's functions nor UMAP_CRASH_AT exist: a process linking the release library cannot be
+// killed through them (as RocksDB compiles its sync points out under NDEBUG).
 //
-// Arming, by the harness only:
+// In the testing variant, disarmed (always, unless a harness armed one), a crash point costs
+// one relaxed load of a global std::atomic<bool> and a not-taken branch; the slow path is out
+// of line.
+//
+// Arming (testing variant), by the harness only:
 //   - the environment variable UMAP_CRASH_AT=<name>[:<n>] (SIGKILL at the n-th hit of <name>,
 //     default n = 1). It is read once, by a static initializer in crash_point.cc; a malformed
 //     value or an unknown name aborts the process at start-up, so a typo in a chaos script
@@ -17,27 +25,32 @@
 //
 // Names: every name is listed in kNames below, sorted, in the form `component.step`
 // (lower case, digits and '_'). The macro checks its argument against kNames at compile
-// time, so an unregistered or misspelt name does not build, and AllNames() is the complete
-// list that docs/crash_points.md documents (a test keeps the two equal). To add a call site
-// with a new name: add the name here and a row to docs/crash_points.md, in one change.
+// time in both variants, so an unregistered or misspelt name does not build, and AllNames()
+// is the complete list that docs/crash_points.md documents (a test keeps the two equal). To
+// add a call site with a new name: add the name here and a row to docs/crash_points.md, in
+// one change. A .cc file with a call site is listed in its library's SWITCHED_SRCS
+// (cmake/UmapHelpers.cmake), so that each variant gets its own object.
 //
 // Thread safety: every function here may be called from any thread. A callback action runs
 // on the thread that hit the point, with no lock held; the point is disarmed before it runs.
 #ifndef UMAP_BASE_CRASH_POINT_H_
 #define UMAP_BASE_CRASH_POINT_H_
 
+#include <string_view>
+
+#if UMAP_TEST_SWITCHES
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#endif
 
 namespace umap::crash_point {
 
@@ -84,6 +97,11 @@ constexpr bool RegistryIsWellFormed() {
 }
 static_assert(RegistryIsWellFormed(),
               "crash_point::kNames must be sorted, unique and of the form component.step");
+
+}  // namespace internal
+
+#if UMAP_TEST_SWITCHES
+namespace internal {
 
 // True while a point is armed or counting is on. The only thing the fast path reads.
 extern std::atomic<bool> g_active;
@@ -135,7 +153,24 @@ absl::Span<const char* const> AllNames();
 // Whether `name` is registered (the run-time twin of the macro's compile-time check).
 bool IsRegistered(absl::string_view name);
 
+#endif  // UMAP_TEST_SWITCHES
 }  // namespace umap::crash_point
+
+#if !defined(UMAP_TEST_SWITCHES)
+
+// Compiled by a target that builds only one variant (a common object of a library, a tool):
+// a crash point there would be silently dead in the testing variant too.
+#define UMAP_CRASH_POINT(name)                                                       \
+  static_assert(sizeof(name) == 0, "a file with a crash point must be listed in its " \
+                                   "library's SWITCHED_SRCS (cmake/UmapHelpers.cmake)")
+#define UMAP_CRASH_POINTS_ACTIVE()                                                     \
+  ([] {                                                                                \
+    static_assert(false, "a file that asks UMAP_CRASH_POINTS_ACTIVE() must be listed " \
+                         "in its library's SWITCHED_SRCS (cmake/UmapHelpers.cmake)");  \
+    return false;                                                                      \
+  }())
+
+#elif UMAP_TEST_SWITCHES
 
 // A crash point. `name` must be a string literal listed in umap::crash_point::kNames.
 #define UMAP_CRASH_POINT(name)                                                             \
@@ -149,5 +184,22 @@ bool IsRegistered(absl::string_view name);
       ::umap::crash_point::internal::HitSlow(umap_crash_point_id_);                        \
     }                                                                                      \
   } while (0)
+
+// True while a point is armed or hits are counted: code whose crash-point semantics depend
+// on doing steps one at a time (concurrent applies) does them one at a time then.
+#define UMAP_CRASH_POINTS_ACTIVE() (::umap::crash_point::Active())
+
+#else  // release: the name is still checked; no code, no data, no environment variable.
+
+#define UMAP_CRASH_POINT(name)                                                            \
+  do {                                                                                    \
+    static_assert(::umap::crash_point::IdOf(name) >= 0,                                   \
+                  "unregistered crash point " name                                        \
+                  ": add it to kNames in base/crash_point.h and to docs/crash_points.md"); \
+  } while (0)
+
+#define UMAP_CRASH_POINTS_ACTIVE() false
+
+#endif  // UMAP_TEST_SWITCHES
 
 #endif  // UMAP_BASE_CRASH_POINT_H_

@@ -1,5 +1,11 @@
 #include "base/mutation.h"
 
+// Compiled into the testing variant only (umap_base_testing): the release library has no
+// mutation switches at all.
+#if !UMAP_TEST_SWITCHES
+#error "base/mutation.cc is built only with UMAP_TEST_SWITCHES=1 (cmake/UmapHelpers.cmake)"
+#endif
+
 #include <cstdio>
 #include <cstdlib>
 

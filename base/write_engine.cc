@@ -126,7 +126,7 @@ absl::Status WriteEngine::Write(File* file, absl::Span<const WritePiece> pieces,
                                 absl::FunctionRef<void()> before_each) {
   Call call(file, pieces, options_.max_io_bytes);
   const bool concurrent = options_.use_uring && file->fd() >= 0 && call.runs.size() > 1 &&
-                          !crash_point::Active();
+                          !UMAP_CRASH_POINTS_ACTIVE();
   std::unique_ptr<Ring> ring;
   if (concurrent) ring = TakeRing();
   if (ring == nullptr || !ring->ok) return WriteOneByOne(call, before_each);

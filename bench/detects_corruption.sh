@@ -9,7 +9,7 @@ file=$2
 mkdir -p "$(dirname "$file")"
 trap 'rm -f "$file"' EXIT
 fail=0
-for backend in umap mmap pread; do
+for backend in umap mmap pread pread+direct uring; do
   for access in read write; do
     out=$("$bench" --file "$file" --file-size 4M --cache 1M --threads 2 --ops 512 \
           --repeats 1 --pattern sequential --access "$access" --backends "$backend" \

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/backend.h"
+#include "bench/human.h"
 
 namespace umap_bench {
 namespace {
@@ -33,8 +35,10 @@ std::string RenderText(const Table& t) {
     for (size_t c = 0; c < t[r].size(); ++c) {
       const std::string& s = t[r][c];
       std::string pad(width[c] - Width(s), ' ');
-      // Numbers right-aligned, the header and the first column left.
-      out += (c == 0 || r == 0) ? s + pad : pad + s;
+      // Numbers right-aligned; the header and the name columns (the first, and a
+      // "backend" column) left.
+      const bool name_column = c == 0 || t[0][c] == "backend";
+      out += (name_column || r == 0) ? s + pad : pad + s;
       out += c + 1 < t[r].size() ? " | " : "\n";
     }
     if (r == 0) {
@@ -52,7 +56,9 @@ std::string RenderMarkdown(const Table& t) {
     out += "| " + absl::StrJoin(t[r], " | ") + " |\n";
     if (r == 0) {
       out += "|";
-      for (size_t c = 0; c < t[r].size(); ++c) out += c == 0 ? "---|" : "---:|";
+      for (size_t c = 0; c < t[r].size(); ++c) {
+        out += c == 0 || t[0][c] == "backend" ? "---|" : "---:|";
+      }
       out += "\n";
     }
   }
@@ -62,8 +68,7 @@ std::string RenderMarkdown(const Table& t) {
 std::string CountSpread(const Spread& s) {
   if (s.n == 0) return "-";
   if (s.n == 1) return HumanCount(s.median);
-  return absl::StrCat(HumanCount(s.median), " (", HumanCount(s.min), "–", HumanCount(s.max),
-                      ")");
+  return absl::StrCat(HumanCount(s.median), " (", HumanCount(s.min), "–", HumanCount(s.max), ")");
 }
 std::string RatioSpread(const Spread& s) {
   if (s.n == 0) return "-";
@@ -78,22 +83,33 @@ double GetFileCached(const RunResult& r) { return static_cast<double>(r.file_cac
 double GetRss(const RunResult& r) { return static_cast<double>(r.peak_rss); }
 double GetCgroup(const RunResult& r) { return static_cast<double>(r.cgroup_peak); }
 double GetWall(const RunResult& r) { return r.wall_s; }
+double PerOp(const RunResult& r, double v) { return r.ops ? v / static_cast<double>(r.ops) : 0; }
+double GetCpuUsPerOp(const RunResult& r) { return PerOp(r, r.cpu_s * 1e6); }
+double GetSwitchesPerOp(const RunResult& r) {
+  return PerOp(r, static_cast<double>(r.voluntary_switches + r.involuntary_switches));
+}
+double GetFaultsPerOp(const RunResult& r) { return PerOp(r, static_cast<double>(r.faults)); }
+double GetMissesPerS(const RunResult& r) {
+  return r.wall_s > 0 ? static_cast<double>(r.misses) / r.wall_s : 0;
+}
+double GetCpuUsPerMiss(const RunResult& r) {
+  return r.misses ? r.cpu_s * 1e6 / static_cast<double>(r.misses) : 0;
+}
 // Mean size of umap's merged reads (KiB), and reads per op: what merging and read-ahead did.
 double GetReadKib(const RunResult& r) {
-  return r.umap_io_reads ? static_cast<double>(r.umap_io_bytes) / 1024.0 /
-                               static_cast<double>(r.umap_io_reads)
-                         : 0;
+  return r.umap_io_reads
+             ? static_cast<double>(r.umap_io_bytes) / 1024.0 / static_cast<double>(r.umap_io_reads)
+             : 0;
 }
-double GetReadsPerOp(const RunResult& r) {
-  return r.ops ? static_cast<double>(r.umap_io_reads) / static_cast<double>(r.ops) : 0;
-}
+double GetReadsPerOp(const RunResult& r) { return PerOp(r, static_cast<double>(r.umap_io_reads)); }
 double GetWriteKib(const RunResult& r) {
   return r.umap_io_writes ? static_cast<double>(r.umap_io_write_bytes) / 1024.0 /
                                 static_cast<double>(r.umap_io_writes)
                           : 0;
 }
-double GetFaultsPerOp(const RunResult& r) {
-  return r.ops ? static_cast<double>(r.faults) / static_cast<double>(r.ops) : 0;
+
+std::string Fixed(const Spread& s, int digits) {
+  return s.n ? absl::StrFormat("%.*f", digits, s.median) : std::string("-");
 }
 
 }  // namespace
@@ -126,7 +142,7 @@ std::vector<unsigned> Report::Threads(const PerWorkload& pw) const {
   return {t.begin(), t.end()};
 }
 
-Spread Report::Metric(const PerWorkload& pw, Backend b, unsigned threads,
+Spread Report::Metric(const PerWorkload& pw, const std::string& b, unsigned threads,
                       double (*get)(const RunResult&)) const {
   std::vector<double> v;
   auto it = pw.runs.find(b);
@@ -137,7 +153,8 @@ Spread Report::Metric(const PerWorkload& pw, Backend b, unsigned threads,
   return SpreadOf(std::move(v));
 }
 
-Spread Report::Ratio(const PerWorkload& pw, Backend a, Backend b, unsigned threads) const {
+Spread Report::Ratio(const PerWorkload& pw, const std::string& a, const std::string& b,
+                     unsigned threads) const {
   std::vector<double> v;
   auto ia = pw.runs.find(a), ib = pw.runs.find(b);
   if (ia == pw.runs.end() || ib == pw.runs.end()) return {};
@@ -150,11 +167,109 @@ Spread Report::Ratio(const PerWorkload& pw, Backend a, Backend b, unsigned threa
   return SpreadOf(std::move(v));
 }
 
-bool Report::has_ratio() const {
-  for (const auto& [name, pw] : workloads_) {
-    if (Has(pw, Backend::kUmap) && Has(pw, Backend::kMmap)) return true;
+std::vector<std::pair<std::string, std::string>> Report::RatioPairs(const PerWorkload& pw) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& subject : backends_) {
+    if (BackendFamily(subject) != "umap" || !Has(pw, subject)) continue;
+    for (const std::string& ref : backends_) {
+      if (BackendFamily(ref) != "umap" && Has(pw, ref)) out.emplace_back(subject, ref);
+    }
   }
-  return false;
+  return out;
+}
+
+std::string Report::OpsCell(const PerWorkload& pw, const std::string& b, unsigned threads) const {
+  const Spread s = Metric(pw, b, threads, GetOps);
+  if (s.n > 0) return CountSpread(s);
+  auto it = pw.runs.find(b);
+  if (it == pw.runs.end()) return "-";
+  bool any = false, oom = false;
+  for (const auto& [k, r] : it->second) {
+    if (k.threads != threads) continue;
+    any = true;
+    oom |= r.oom_kills > 0;
+  }
+  return !any ? "-" : oom ? "OOM" : "FAILED";
+}
+
+Report::Table Report::ThroughputTable(const PerWorkload& pw, bool markdown) const {
+  const auto pairs = RatioPairs(pw);
+  std::vector<std::string> ratio_heads;
+  for (const auto& [a, b] : pairs) {
+    ratio_heads.push_back(markdown && a == "umap" && b == "mmap"
+                              ? std::string("**umap/mmap** (min–max)")
+                              : absl::StrCat(a, "/", b, " (min–max)"));
+  }
+  std::vector<std::string> ops_heads;
+  for (const std::string& b : backends_) ops_heads.push_back(absl::StrCat(b, " ops/s (min–max)"));
+  Table t;
+  std::vector<std::string> h = {"threads"};
+  // Markdown puts the ratios first: they are the result; the terminal puts the rates first.
+  for (const auto& group :
+       markdown ? std::vector{ratio_heads, ops_heads} : std::vector{ops_heads, ratio_heads}) {
+    h.insert(h.end(), group.begin(), group.end());
+  }
+  t.push_back(h);
+  for (unsigned th : Threads(pw)) {
+    std::vector<std::string> ops, ratios;
+    for (const std::string& b : backends_) ops.push_back(OpsCell(pw, b, th));
+    for (const auto& [a, b] : pairs) ratios.push_back(RatioSpread(Ratio(pw, a, b, th)));
+    std::vector<std::string> row = {absl::StrCat(th)};
+    for (const auto& group : markdown ? std::vector{ratios, ops} : std::vector{ops, ratios}) {
+      row.insert(row.end(), group.begin(), group.end());
+    }
+    t.push_back(row);
+  }
+  return t;
+}
+
+Report::Table Report::DetailTable(const PerWorkload& pw) const {
+  bool cgroup = false;
+  for (const auto& [b, runs] : pw.runs) {
+    for (const auto& [k, r] : runs) cgroup |= r.cgroup_limit > 0;
+  }
+  Table t;
+  std::vector<std::string> h = {"threads", "backend"};
+  if (cgroup) h.push_back("cgroup peak");
+  for (const char* c :
+       {"peak RSS", "file page cache", "umap cache peak", "CPU us/op", "ctx sw/op", "faults/op",
+        "misses/s", "CPU us/miss", "umap KiB/read", "umap reads/op", "umap KiB/write", "wall s"}) {
+    h.push_back(c);
+  }
+  t.push_back(h);
+  for (unsigned th : Threads(pw)) {
+    for (const std::string& b : backends_) {
+      if (!Has(pw, b)) continue;
+      const bool umap = BackendFamily(b) == "umap";
+      bool counted = false;
+      for (const auto& [k, r] : pw.runs.at(b)) counted |= k.threads == th && r.misses_counted;
+      auto m = [&](double (*get)(const RunResult&)) { return Metric(pw, b, th, get); };
+      std::vector<std::string> row = {absl::StrCat(th), b};
+      if (cgroup) row.push_back(BytesMedian(m(GetCgroup)));
+      row.push_back(BytesMedian(m(GetRss)));
+      row.push_back(BytesMedian(m(GetFileCached)));
+      row.push_back(umap ? BytesMedian(m(GetCachePeak)) : "-");
+      row.push_back(Fixed(m(GetCpuUsPerOp), 1));
+      row.push_back(Fixed(m(GetSwitchesPerOp), 2));
+      row.push_back(Fixed(m(GetFaultsPerOp), 2));
+      row.push_back(counted ? CountSpread(m(GetMissesPerS)) : "-");
+      row.push_back(counted ? Fixed(m(GetCpuUsPerMiss), 1) : "-");
+      for (auto get : {GetReadKib, GetReadsPerOp, GetWriteKib}) {
+        row.push_back(umap ? Fixed(m(get), 2) : "-");
+      }
+      row.push_back(Fixed(m(GetWall), 2));
+      t.push_back(row);
+    }
+  }
+  return t;
+}
+
+int Report::Failed(const PerWorkload& pw) const {
+  int failed = 0;
+  for (const auto& [b, runs] : pw.runs) {
+    for (const auto& [k, r] : runs) failed += !r.verified;
+  }
+  return failed;
 }
 
 std::string Report::Text() const {
@@ -162,78 +277,10 @@ std::string Report::Text() const {
   for (const std::string& name : order_) {
     const PerWorkload& pw = workloads_.at(name);
     absl::StrAppend(&out, "\n== ", name, ": ", pw.title, " ==\n", context_, "\n");
-    Table t;
-    std::vector<std::string> h = {"threads"};
-    for (Backend b : backends_) h.push_back(absl::StrCat(BackendName(b), " ops/s (min–max)"));
-    const bool um = Has(pw, Backend::kUmap) && Has(pw, Backend::kMmap);
-    const bool up = Has(pw, Backend::kUmap) && Has(pw, Backend::kPread);
-    if (um) h.push_back("umap/mmap (min–max)");
-    if (up) h.push_back("umap/pread (min–max)");
-    t.push_back(h);
-    for (unsigned th : Threads(pw)) {
-      std::vector<std::string> row = {absl::StrCat(th)};
-      for (Backend b : backends_) row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
-      if (um) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kMmap, th)));
-      if (up) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kPread, th)));
-      t.push_back(row);
-    }
-    out += RenderText(t);
-
-    // Memory and faults, medians.
-    bool cg = false;
-    for (const auto& [b, runs] : pw.runs) {
-      for (const auto& [k, r] : runs) cg |= r.cgroup_peak > 0;
-    }
-    Table m;
-    std::vector<std::string> mh = {"threads"};
-    if (Has(pw, Backend::kUmap)) mh.push_back("umap cache peak");
-    for (Backend b : backends_) mh.push_back(absl::StrCat("file page cache ", BackendName(b)));
-    for (Backend b : backends_) mh.push_back(absl::StrCat("peak RSS ", BackendName(b)));
-    if (cg) {
-      for (Backend b : backends_) mh.push_back(absl::StrCat("cgroup peak ", BackendName(b)));
-      for (Backend b : backends_) mh.push_back(absl::StrCat("wall s ", BackendName(b)));
-    }
-    for (Backend b : backends_) mh.push_back(absl::StrCat("faults/op ", BackendName(b)));
-    const bool io = Has(pw, Backend::kUmap);
-    if (io) {
-      mh.push_back("umap KiB/read");
-      mh.push_back("umap reads/op");
-      mh.push_back("umap KiB/write");
-    }
-    m.push_back(mh);
-    for (unsigned th : Threads(pw)) {
-      std::vector<std::string> row = {absl::StrCat(th)};
-      if (Has(pw, Backend::kUmap)) {
-        row.push_back(BytesMedian(Metric(pw, Backend::kUmap, th, GetCachePeak)));
-      }
-      for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
-      for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetRss)));
-      if (cg) {
-        for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetCgroup)));
-        for (Backend b : backends_) {
-          Spread s = Metric(pw, b, th, GetWall);
-          row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
-        }
-      }
-      for (Backend b : backends_) {
-        Spread s = Metric(pw, b, th, GetFaultsPerOp);
-        row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
-      }
-      if (io) {
-        for (auto get : {GetReadKib, GetReadsPerOp, GetWriteKib}) {
-          Spread s = Metric(pw, Backend::kUmap, th, get);
-          row.push_back(s.n ? absl::StrFormat("%.2f", s.median) : "-");
-        }
-      }
-      m.push_back(row);
-    }
-    absl::StrAppend(&out, "memory and faults (medians over the verified runs):\n",
-                    RenderText(m));
-    int failed = 0;
-    for (const auto& [b, runs] : pw.runs) {
-      for (const auto& [k, r] : runs) failed += !r.verified;
-    }
-    if (failed) {
+    out += RenderText(ThroughputTable(pw, /*markdown=*/false));
+    absl::StrAppend(&out, "per backend (medians over the verified runs):\n",
+                    RenderText(DetailTable(pw)));
+    if (const int failed = Failed(pw)) {
       absl::StrAppend(&out, "!! ", failed,
                       " run(s) of this workload FAILED (errors above); they are left out.\n");
     }
@@ -245,40 +292,13 @@ std::string Report::Markdown(const std::string& label) const {
   std::string out;
   for (const std::string& name : order_) {
     const PerWorkload& pw = workloads_.at(name);
-    absl::StrAppend(&out, "\n### ", label, ": ", name, "\n\n", pw.title, ". ", context_,
-                    "\n\n");
-    Table t;
-    std::vector<std::string> h = {"threads"};
-    const bool um = Has(pw, Backend::kUmap) && Has(pw, Backend::kMmap);
-    const bool up = Has(pw, Backend::kUmap) && Has(pw, Backend::kPread);
-    if (um) h.push_back("**umap/mmap** median (min–max)");
-    if (up) h.push_back("umap/pread median (min–max)");
-    for (Backend b : backends_) h.push_back(absl::StrCat(BackendName(b), " ops/s (min–max)"));
-    if (Has(pw, Backend::kUmap)) h.push_back("umap cache peak");
-    for (Backend b : backends_) h.push_back(absl::StrCat("page cache ", BackendName(b)));
-    if (Has(pw, Backend::kUmap)) h.push_back("umap KiB/read");
-    t.push_back(h);
-    for (unsigned th : Threads(pw)) {
-      std::vector<std::string> row = {absl::StrCat(th)};
-      if (um) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kMmap, th)));
-      if (up) row.push_back(RatioSpread(Ratio(pw, Backend::kUmap, Backend::kPread, th)));
-      for (Backend b : backends_) row.push_back(CountSpread(Metric(pw, b, th, GetOps)));
-      if (Has(pw, Backend::kUmap)) {
-        row.push_back(BytesMedian(Metric(pw, Backend::kUmap, th, GetCachePeak)));
-      }
-      for (Backend b : backends_) row.push_back(BytesMedian(Metric(pw, b, th, GetFileCached)));
-      if (Has(pw, Backend::kUmap)) {
-        Spread s = Metric(pw, Backend::kUmap, th, GetReadKib);
-        row.push_back(s.n ? absl::StrFormat("%.1f", s.median) : "-");
-      }
-      t.push_back(row);
+    absl::StrAppend(&out, "\n### ", label, ": ", name, "\n\n", pw.title, ". ", context_, "\n\n");
+    out += RenderMarkdown(ThroughputTable(pw, /*markdown=*/true));
+    out += "\n";
+    out += RenderMarkdown(DetailTable(pw));
+    if (const int failed = Failed(pw)) {
+      absl::StrAppend(&out, "\n**", failed, " run(s) failed verification.**\n");
     }
-    out += RenderMarkdown(t);
-    int failed = 0;
-    for (const auto& [b, runs] : pw.runs) {
-      for (const auto& [k, r] : runs) failed += !r.verified;
-    }
-    if (failed) absl::StrAppend(&out, "\n**", failed, " run(s) failed verification.**\n");
   }
   return out;
 }
@@ -291,14 +311,13 @@ absl::Status Report::WritePlots(const std::string& dir, const std::string& label
       std::ofstream dat(stem + ".dat");
       if (!dat) return absl::InternalError(absl::StrCat("cannot write ", stem, ".dat"));
       dat << "# threads";
-      for (Backend b : backends_) {
-        dat << " " << BackendName(b) << "_median " << BackendName(b) << "_min "
-            << BackendName(b) << "_max";
+      for (const std::string& b : backends_) {
+        dat << " " << b << "_median " << b << "_min " << b << "_max";
       }
       dat << "\n";
       for (unsigned th : Threads(pw)) {
         dat << th;
-        for (Backend b : backends_) {
+        for (const std::string& b : backends_) {
           Spread s = Metric(pw, b, th, GetOps);
           if (s.n == 0) {
             dat << " NaN NaN NaN";
@@ -319,8 +338,8 @@ absl::Status Report::WritePlots(const std::string& dir, const std::string& label
        << "set datafile missing 'NaN'\nplot ";
     for (size_t i = 0; i < backends_.size(); ++i) {
       const int c = 2 + 3 * static_cast<int>(i);
-      gp << (i ? ", " : "") << "'" << stem << ".dat' using 1:" << c << ":" << c + 1 << ":"
-         << c + 2 << " with yerrorlines lw 2 title '" << BackendName(backends_[i]) << "'";
+      gp << (i ? ", " : "") << "'" << stem << ".dat' using 1:" << c << ":" << c + 1 << ":" << c + 2
+         << " with yerrorlines lw 2 title '" << backends_[i] << "'";
     }
     gp << "\n";
   }

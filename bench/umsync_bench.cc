@@ -82,7 +82,8 @@ Result RunCell(const std::string& dir, const Mode& mode, size_t dirty, int threa
   for (int t = 0; t < threads; ++t) {
     std::string f = dir + "/file" + std::to_string(t);
     fds[t] = ::open(f.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (fds[t] < 0 || ::write(fds[t], zero.data(), zero.size()) != static_cast<ssize_t>(zero.size())) {
+    if (fds[t] < 0 ||
+        ::write(fds[t], zero.data(), zero.size()) != static_cast<ssize_t>(zero.size())) {
       std::perror(f.c_str());
       std::exit(1);
     }
@@ -110,7 +111,9 @@ Result RunCell(const std::string& dir, const Mode& mode, size_t dirty, int threa
         for (size_t b = 0; b < dirty; b += kBlock) p[(off + b) % file_size] = static_cast<char>(i);
         auto a = std::chrono::steady_clock::now();
         if (umsync(p, file_size, MS_SYNC) != 0) ++errors;
-        lat[t].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
+        lat[t].push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a)
+                .count());
         off = (off + dirty) % file_size;
       }
     });
@@ -128,7 +131,8 @@ Result RunCell(const std::string& dir, const Mode& mode, size_t dirty, int threa
   r.mb_per_s = r.syncs_per_s * dirty / 1e6;
   r.p50_us = all.empty() ? 0 : all[all.size() / 2];
   r.p99_us = all.empty() ? 0 : all[std::min(all.size() - 1, all.size() * 99 / 100)];
-  r.write_amp = all.empty() ? 0 : static_cast<double>(written) / (static_cast<double>(all.size()) * dirty);
+  r.write_amp =
+      all.empty() ? 0 : static_cast<double>(written) / (static_cast<double>(all.size()) * dirty);
   for (int t = 0; t < threads; ++t) {
     uunmap(maps[t], file_size);
     ::close(fds[t]);
@@ -169,8 +173,8 @@ int main(int argc, char** argv) {
     }
     return out;
   };
-  std::printf("%-13s %6s %7s %10s %9s %9s %9s %8s %9s\n", "mode", "dirty", "threads",
-              "umsync/s", "MB/s", "p50 us", "p99 us", "w-amp", "vs off");
+  std::printf("%-13s %6s %7s %10s %9s %9s %9s %8s %9s\n", "mode", "dirty", "threads", "umsync/s",
+              "MB/s", "p50 us", "p99 us", "w-amp", "vs off");
   for (const std::string& sz : split(sizes)) {
     size_t dirty = ParseSize(sz);
     for (const std::string& ts : split(threads_s)) {

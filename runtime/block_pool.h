@@ -49,6 +49,14 @@ class BlockPool {
   // Returns kNone only if every CB is busy (being filled or evicted) for three sweeps.
   uint32_t Acquire(EvictFn evict, ReclaimFn reclaim);
 
+  // Batched eviction: evicts up to `max_batch` victims at once (freed[i] reports which of
+  // cbs[0..n) the owner freed), returns one freed CB and puts the others on the free list.
+  // The owner can then drop all their pages with one TLB flush (eviction_batch.h).
+  using BatchEvictFn =
+      absl::FunctionRef<void(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed)>;
+  static constexpr int kMaxBatch = 32;
+  uint32_t AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int max_batch);
+
   // The caller installed data for `owner` in `cb` (which it got from Acquire): make it
   // resident (semi-active, clock bit set).
   void Publish(uint32_t cb, uint64_t owner);
@@ -84,6 +92,10 @@ class BlockPool {
   };
 
   void NoteResident(int delta);
+  // Takes a free CB (state kBusy), or kNone.
+  uint32_t PopFree();
+  // A CB its owner just freed: fresh generation, no owner.
+  void Retire(uint32_t cb, bool forced);
 
   const uint32_t capacity_;
   std::unique_ptr<Cb[]> cbs_;

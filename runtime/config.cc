@@ -56,6 +56,7 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.io_retries = c.io_retries;
   o.io_direct = c.io_direct != 0;
   o.prefetch_bytes = c.prefetch_bytes;
+  o.fault_mode = c.fault_mode;
   return o;
 }
 
@@ -93,15 +94,16 @@ extern "C" int umap_config_init(umap_config* c) {
     return -1;
   }
   std::memset(c, 0, sizeof(*c));
-  c->cache_bytes = size_t{1} << 30;
-  c->block_size = 4096;
-  c->handler_threads = 2;
-  c->writeback_threads = 1;
-  c->journal_dir = nullptr;
-  c->policy = UMAP_POLICY_ATOMIC;
-  c->journal_mode = UMAP_JOURNAL_DATA;
-  c->journal_staged_quota = size_t{1} << 30;
+  // The defaults live in RuntimeOptions (runtime/options.h) only.
   const umap::runtime::RuntimeOptions d;
+  c->cache_bytes = d.cache_bytes;
+  c->block_size = d.block_size;
+  c->handler_threads = d.handler_threads;
+  c->writeback_threads = d.writeback_threads;
+  c->journal_dir = nullptr;
+  c->policy = d.policy;
+  c->journal_mode = d.journal_mode;
+  c->journal_staged_quota = d.journal_staged_quota;
   c->io_engine = d.io_engine;
   c->io_channels = d.io_channels;
   c->io_depth = d.io_depth;
@@ -110,6 +112,7 @@ extern "C" int umap_config_init(umap_config* c) {
   c->io_retries = d.io_retries;
   c->io_direct = d.io_direct ? 1 : 0;
   c->prefetch_bytes = d.prefetch_bytes;
+  c->fault_mode = d.fault_mode;
 
   bool ok = true;
   auto bytes = [&](const char* name, size_t* field) {
@@ -149,6 +152,12 @@ extern "C" int umap_config_init(umap_config* c) {
     else if (std::strcmp(v, "uring") == 0) c->io_engine = UMAP_IO_URING;
     else if (std::strcmp(v, "posix") == 0) c->io_engine = UMAP_IO_POSIX;
     else { UMAP_LOG(kError, "UMAP_IO_ENGINE=", v, " must be auto, uring or posix"); ok = false; }
+  }
+  if (const char* v = std::getenv("UMAP_FAULT_MODE")) {
+    if (std::strcmp(v, "auto") == 0) c->fault_mode = UMAP_FAULT_AUTO;
+    else if (std::strcmp(v, "signal") == 0) c->fault_mode = UMAP_FAULT_SIGNAL;
+    else if (std::strcmp(v, "handler") == 0) c->fault_mode = UMAP_FAULT_HANDLER;
+    else { UMAP_LOG(kError, "UMAP_FAULT_MODE=", v, " must be auto, signal or handler"); ok = false; }
   }
   if (const char* v = std::getenv("UMAP_JOURNAL_DIR")) c->journal_dir = *v ? v : nullptr;
   if (const char* v = std::getenv("UMAP_POLICY")) {

@@ -171,7 +171,7 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
   // Survivors of an earlier failed commit come first: they are older, and in the atomic
   // policy they hold staged images that this commit would no longer find.
   RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
-  if (mutation::Active(mutation::Mutation::kApplyBeforeCommit)) {
+  UMAP_IF_MUTATION(kApplyBeforeCommit) {
     // Deliberately wrong (test-only, base/mutation.h): the file sees the blocks before the
     // journal holds them, so a kill from here to the commit leaves a partial, unjournaled
     // transaction in the file. Errors are dropped: the normal path below writes them again.
@@ -196,11 +196,13 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
     return txn.status();
   }
   UMAP_CRASH_POINT("journal.after_commit");
-  if (txn->lsn != journal::kNoLsn && mutation::Active(mutation::Mutation::kGcBeforeSync)) {
+  UMAP_IF_MUTATION(kGcBeforeSync) {
     // Deliberately wrong (test-only, base/mutation.h): the records go before the blocks
     // reached the file and its fdatasync, so a crash during the apply cannot be repaired.
-    uint64_t lsn = txn->lsn;
-    journal_->Run([&](journal::Journal& j) { return j.MarkApplied(lsn); }).IgnoreError();
+    if (txn->lsn != journal::kNoLsn) {
+      uint64_t lsn = txn->lsn;
+      journal_->Run([&](journal::Journal& j) { return j.MarkApplied(lsn); }).IgnoreError();
+    }
   }
   if (txn->lsn != journal::kNoLsn) {
     // Intent mode keeps no payload in the journal; the images come back from Commit.
@@ -241,7 +243,7 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   std::vector<uint64_t> lsns;
   lsns.reserve(applied_unsynced_.size());
   for (const auto& [lsn, t] : applied_unsynced_) lsns.push_back(lsn);
-  if (mutation::Active(mutation::Mutation::kGcBeforeSync)) {
+  UMAP_IF_MUTATION(kGcBeforeSync) {
     // Already marked right after their commit: MarkApplied of a deleted LSN is kNotFound.
     journal_->Run([&](journal::Journal& j) {
       std::vector<uint64_t> pending = j.PendingLsns();

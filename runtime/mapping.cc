@@ -29,6 +29,7 @@ Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
       file_offset_(p.file_offset),
       file_size_(p.file_size),
       writable_(p.writable),
+      signal_mode_(rt->signal_mode()),
       slot_(p.slot),
       file_(std::move(file)),
       table_(p.region_length / rt->geometry().block_size),
@@ -69,52 +70,96 @@ void Mapping::RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl:
   table_.Unlock(block, entry | Table::kPoisoned);
 }
 
+Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* cb,
+                                       Table::Entry* e) {
+  *cb = BlockPool::kNone;
+  // The cache block is acquired before the entry is locked: acquiring may wait for
+  // write-back threads, and those take entry locks; holding one here could deadlock.
+  for (;;) {
+    if (valid > 0 && *cb == BlockPool::kNone) {
+      Table::Entry pk = table_.Load(block);
+      if (pk.filling()) return MissLock::kFilling;
+      if (!IsFilled(pk)) {
+        *cb = rt_->AcquireBlock();
+        if (*cb == BlockPool::kNone) break;  // reported by the caller, under the lock
+      }
+    }
+    *e = table_.Lock(block);
+    if (IsFilled(*e) || e->filling()) {
+      // Filled (or poisoned, or queued) by another thread after this fault was raised.
+      const bool filling = e->filling();
+      table_.Unlock(block, e->v);
+      if (*cb != BlockPool::kNone) rt_->pool().Release(*cb);
+      *cb = BlockPool::kNone;
+      return filling ? MissLock::kFilling : MissLock::kResolved;
+    }
+    if (valid == 0 || *cb != BlockPool::kNone) return MissLock::kLocked;
+    // Evicted between the peek and the lock: get a cache block without holding the lock.
+    table_.Unlock(block, e->v);
+  }
+  *e = table_.Lock(block);
+  if (IsFilled(*e) || e->filling()) {
+    const bool filling = e->filling();
+    table_.Unlock(block, e->v);
+    return filling ? MissLock::kFilling : MissLock::kResolved;
+  }
+  return MissLock::kLocked;  // with no cache block
+}
+
+void Mapping::WaitWhileFilling(uint64_t block) {
+  for (;;) {
+    Table::Entry e = table_.Load(block);
+    if (!e.filling()) return;
+    table_.WaitChange(block, e.v);
+  }
+}
+
+bool Mapping::ResolveFault(uint64_t addr, bool write, pid_t tid) {
+  const uint64_t block = BlockOf(addr);
+  // Poisoned pages (past end of file, or a read that failed) raise SIGBUS for the
+  // application; on kernels without memory-failure support they arrive looking like any
+  // other userfaultfd SIGBUS, so the block's state decides.
+  Table::Entry e = table_.Load(block);
+  if (e.poisoned()) return false;
+  // The pages of a resident last block that lie past end of file were poisoned with it.
+  const uint64_t in_block = addr - reinterpret_cast<uint64_t>(BlockAddr(block));
+  if (e.present() && in_block >= RoundUp(ValidBytes(block), rt_->page_size())) return false;
+  // A resident block faults only when written while write-protected: its first write since
+  // the last capture (a read, or a write to a dirty block, does not fault). Anything else is
+  // a miss, or a fault that another thread resolved meanwhile (the retry then succeeds).
+  if (e.present()) {
+    if (writable_) HandleWriteProtect(block);
+    return true;
+  }
+  HandleMissing(block, write, tid, /*staging=*/nullptr);
+  return true;
+}
+
 void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging) {
   Counters& c = rt_->counters();
   char* addr = BlockAddr(block);
   const size_t valid = ValidBytes(block);
-  // A fill of this block is queued or in flight: it wakes every thread waiting on the block.
-  // A write fault is noted so the block is installed writable (best effort: if the fill is
-  // already installing, the writer takes one write-protect fault instead).
-  if (table_.Load(block).filling()) {
-    if (write && writable_) table_.TryOr(block, Table::kFilling, Table::kFillWrite);
-    c.stale_faults.fetch_add(1, std::memory_order_relaxed);
-    MaybePrefetch(block);
-    return;
-  }
-  // The cache block is acquired before the entry is locked: acquiring may wait for
-  // write-back threads, and those take entry locks; holding one here could deadlock.
-  uint32_t cb = BlockPool::kNone;
+  uint32_t cb;
   Table::Entry e;
-  for (;;) {
-    if (valid > 0 && cb == BlockPool::kNone) {
-      Table::Entry pk = table_.Load(block);
-      if (!IsFilled(pk) && !pk.filling()) {
-        cb = rt_->AcquireBlock();
-        if (cb == BlockPool::kNone) break;  // reported below, under the lock
-      }
-    }
-    e = table_.Lock(block);
-    if (IsFilled(e) || e.filling()) {
-      // Filled (or poisoned, or queued) by another handler after this fault was queued: that
-      // fill wakes the thread; waking again is harmless and covers a race with the queue.
-      table_.Unlock(block, e.v);
-      if (cb != BlockPool::kNone) rt_->pool().Release(cb);
-      if (IsFilled(e)) rt_->uffd().Wake(addr, block_size_);
+  switch (LockMissing(block, valid, &cb, &e)) {
+    case MissLock::kFilling:
+      // A fill of this block is queued or in flight. A write fault is noted so the block is
+      // installed writable (best effort: if the fill is already installing, the writer takes
+      // one write-protect fault instead). Handler mode: the fill wakes every thread blocked
+      // on the block. Signal mode: this thread waits for the fill itself.
+      if (write && writable_) table_.TryOr(block, Table::kFilling, Table::kFillWrite);
+      c.stale_faults.fetch_add(1, std::memory_order_relaxed);
+      MaybePrefetch(block);
+      if (signal_mode_) WaitWhileFilling(block);
+      return;
+    case MissLock::kResolved:
+      // Waking again is harmless and covers a race with the queue (handler mode only: in
+      // signal mode the faulting thread simply retries its access).
+      if (!signal_mode_) rt_->uffd().Wake(addr, block_size_);
       c.stale_faults.fetch_add(1, std::memory_order_relaxed);
       return;
-    }
-    if (valid == 0 || cb != BlockPool::kNone) break;
-    // Evicted between the peek and the lock: get a cache block without holding the lock.
-    table_.Unlock(block, e.v);
-  }
-  if (cb == BlockPool::kNone && valid > 0) {
-    e = table_.Lock(block);
-    if (IsFilled(e) || e.filling()) {
-      table_.Unlock(block, e.v);
-      if (IsFilled(e)) rt_->uffd().Wake(addr, block_size_);
-      return;
-    }
+    case MissLock::kLocked:
+      break;
   }
   if (valid == 0) {  // wholly past end of file: SIGBUS, as mmap gives
     RaiseSigbus(block, e.v, tid, absl::OkStatus());
@@ -132,94 +177,163 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     return;
   }
   if (!e.shadow() && !e.staged()) {
-    // The common miss: the block comes from the file, through the I/O manager's queues,
-    // merged with its queued neighbours. The handler goes back to reading faults.
-    QueueFill(block, e.v, cb, write, tid);
+    // The common miss: the block comes from the file. Signal mode reads it here, in the
+    // faulting thread, as the kernel's own fault path would; files without a descriptor
+    // (and handler mode) go through the I/O manager's queues, merged with queued neighbours.
+    if (!signal_mode_) {
+      QueueFill(block, e.v, cb, write, tid);
+      MaybePrefetch(block);
+      return;
+    }
+    if (read_file()->fd() >= 0 && !ContinuesStream(block)) {
+      // A random miss: nothing to merge it with. (It may start a stream.)
+      FillInline(block, e.v, cb, write, tid);
+      MaybePrefetch(block);
+      return;
+    }
+    // A miss that continues a sequential stream is queued with its read-ahead (read-ahead is
+    // queued first, then this block, then the channels are told: one merged read), and so is
+    // any miss on a file without a descriptor (its reads have deadlines in the channels).
     MaybePrefetch(block);
+    QueueFill(block, e.v, cb, write, tid);
+    WaitWhileFilling(block);
     return;
   }
-  // An evicted version still in memory (shadow) or in the journal (staged): served here.
+  ServeEvicted(block, e, cb, write, tid, staging);
+}
+
+absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid) {
+  // O_DIRECT reads whole blocks (aligned length); at end of file the read returns short.
+  File* f = read_file();
+  const bool direct = f != file_.get();
+  auto n = f->ReadAt(ByteOffset(block), absl::MakeSpan(buf, direct ? block_size_ : valid));
+  if (direct && !n.ok() && ErrnoFromStatus(n.status()) == EINVAL && FallBackToBuffered()) {
+    n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(buf, valid));
+  }
+  // Interrupted (a backend that does not retry EINTR itself): retried, as the I/O channels
+  // do, a bounded number of times.
+  auto interrupted = [&] {
+    const int err = n.ok() ? 0 : ErrnoFromStatus(n.status());
+    return err == EINTR || err == EAGAIN;
+  };
+  for (int i = 0; i < 100 && interrupted(); ++i) {
+    n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(buf, valid));
+  }
+  if (!n.ok()) return n.status();
+  if (*n < valid) std::memset(buf + *n, 0, valid - *n);  // file shrank since map time
+  return absl::OkStatus();
+}
+
+int Mapping::InstallBlock(uint64_t block, char* buf, size_t valid, bool writable_now) {
+  const size_t pages = RoundUp(valid, rt_->page_size());
+  if (pages > valid) std::memset(buf + valid, 0, pages - valid);
+  char* addr = BlockAddr(block);
+  // Signal mode: no thread is blocked in the kernel on this range, so nothing to wake.
+  int err = rt_->uffd().Copy(addr, buf, pages, /*write_protect=*/writable_ && !writable_now,
+                             /*dont_wake=*/signal_mode_);
+  if (err != 0) return err;
+  // Pages of the last block that lie wholly past end of file raise SIGBUS, as with mmap.
+  if (pages < block_size_) {
+    err = rt_->uffd().Poison(addr + pages, block_size_ - pages);
+    if (err != 0 && err != ENOSYS) return err;
+  }
+  return 0;
+}
+
+void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool dirty, pid_t tid) {
+  rt_->pool().Publish(cb, Owner(block));
+  const uint64_t v = (entry & (Table::kShadow | Table::kShadowMask | Table::kStaged)) |
+                     Table::kPresent | cb | (dirty ? Table::kDirty : 0);
+  table_.Unlock(block, v);
+  rt_->refs().Touch(tid, cb);
+  rt_->counters().faults_missing.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
+  Counters& c = rt_->counters();
+  const size_t valid = ValidBytes(block);
+  char* buf = rt_->AcquireStaging();
+  absl::Status st = ReadBlock(block, buf, valid);
+  int err = st.ok() ? InstallBlock(block, buf, valid, write && writable_) : 0;
+  rt_->ReleaseStaging(buf);
+  if (!st.ok() || err != 0) {
+    rt_->pool().Release(cb);
+    if (!st.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
+    RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
+    return;
+  }
+  io_->NoteInlineRead(valid);
+  bytes_read_.fetch_add(valid, std::memory_order_relaxed);
+  fills_.fetch_add(1, std::memory_order_relaxed);
+  c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+  PublishFilled(block, entry, cb, write && writable_, tid);
+}
+
+void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool write, pid_t tid,
+                           char* staging) {
+  // An evicted version still in memory (shadow) or in the journal (staged).
+  Counters& c = rt_->counters();
+  const size_t valid = ValidBytes(block);
+  char* buf = staging != nullptr ? staging : rt_->AcquireStaging();
   absl::Status status;
   bool from_file = false;
   if (e.shadow()) {
-    std::memcpy(staging, rt_->shadows().at(e.shadow_index()).data, valid);
+    std::memcpy(buf, rt_->shadows().at(e.shadow_index()).data, valid);
   } else {
-    auto r = write_back_->ReadEvicted(first_file_block() + block, absl::MakeSpan(staging, valid));
+    auto r = write_back_->ReadEvicted(first_file_block() + block, absl::MakeSpan(buf, valid));
     if (!r.ok()) status = r.status();
     if (status.ok() && !*r) {
-      auto n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(staging, valid));
-      // Interrupted (a backend that does not retry EINTR itself): retried, as the I/O
-      // channels do, a bounded number of times.
-      auto interrupted = [&] {
-        const int err = n.ok() ? 0 : ErrnoFromStatus(n.status());
-        return err == EINTR || err == EAGAIN;
-      };
-      for (int i = 0; i < 100 && interrupted(); ++i) {
-        n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(staging, valid));
-      }
-      if (!n.ok()) {
-        status = n.status();
-      } else if (*n < valid) {
-        std::memset(staging + *n, 0, valid - *n);  // file shrank since map time
-      }
+      status = ReadBlock(block, buf, valid);
       from_file = true;
     }
   }
-  if (!status.ok()) {
+  int err = status.ok() ? InstallBlock(block, buf, valid, write && writable_) : 0;
+  if (staging == nullptr) rt_->ReleaseStaging(buf);
+  if (!status.ok() || err != 0) {
     rt_->pool().Release(cb);
-    c.io_errors.fetch_add(1, std::memory_order_relaxed);
-    RaiseSigbus(block, e.v, tid, status);
+    if (!status.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
+    RaiseSigbus(block, e.v, tid, status.ok() ? PosixError(err, "UFFDIO_COPY") : status);
     return;
   }
-  const size_t pages = RoundUp(valid, rt_->page_size());
-  if (pages > valid) std::memset(staging + valid, 0, pages - valid);
-  const bool dirty = write && writable_;
-  int err = rt_->uffd().Copy(addr, staging, pages, /*write_protect=*/writable_ && !write);
-  if (err != 0) {
-    rt_->pool().Release(cb);
-    RaiseSigbus(block, e.v, tid, PosixError(err, "UFFDIO_COPY"));
-    return;
-  }
-  // Pages of the last block that lie wholly past end of file raise SIGBUS, as with mmap.
-  if (pages < block_size_) rt_->uffd().Poison(addr + pages, block_size_ - pages);
-  rt_->pool().Publish(cb, Owner(block));
-  uint64_t v = (e.v & (Table::kShadow | Table::kShadowMask | Table::kStaged)) | Table::kPresent |
-               cb | (dirty ? Table::kDirty : 0);
-  table_.Unlock(block, v);
-  rt_->refs().Touch(tid, cb);
-  c.faults_missing.fetch_add(1, std::memory_order_relaxed);
   if (from_file) c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+  PublishFilled(block, e.v, cb, write && writable_, tid);
 }
 
-void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
+void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+                        bool kick) {
   rt_->set_fill_tid(cb, tid);
   const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite)) | Table::kFilling | cb |
                      (write && writable_ ? Table::kFillWrite : 0);
   table_.Unlock(block, v);
-  io_->Submit(ioq_, block, cb);
+  io_->Submit(ioq_, block, cb, kick);
 }
 
-void Mapping::MaybePrefetch(uint64_t block) {
-  const uint32_t max = rt_->prefetch_blocks();
-  if (max == 0) return;
-  Stream* s = nullptr;
-  for (Stream& t : streams_) {
+Mapping::Stream* Mapping::FindStream(uint64_t block) const {
+  for (const Stream& t : streams_) {
     const uint64_t next = t.next.load(std::memory_order_relaxed);
     const uint64_t ahead = t.ahead.load(std::memory_order_relaxed);
     // The stream goes on: the expected miss, or a fault inside what was read ahead (the
     // application caught up with read-ahead still in flight).
-    if (block >= next && block <= std::max(next, ahead)) {
-      s = &t;
-      break;
-    }
+    if (block >= next && block <= std::max(next, ahead)) return const_cast<Stream*>(&t);
   }
+  return nullptr;
+}
+
+bool Mapping::ContinuesStream(uint64_t block) const {
+  return rt_->prefetch_blocks() > 0 && FindStream(block) != nullptr;
+}
+
+bool Mapping::MaybePrefetch(uint64_t block) {
+  const uint32_t max = rt_->prefetch_blocks();
+  if (max == 0) return false;
+  Stream* s = FindStream(block);
   if (s == nullptr) {
     // A new stream replaces the next victim (round robin over a few streams).
     Stream& t = streams_[stream_victim_.fetch_add(1, std::memory_order_relaxed) % kStreams];
     t.next.store(block + 1, std::memory_order_relaxed);
     t.length.store(0, std::memory_order_relaxed);
     t.ahead.store(block + 1, std::memory_order_relaxed);
-    return;
+    return false;
   }
   const uint32_t len = s->length.fetch_add(1, std::memory_order_relaxed) + 1;
   s->next.store(block + 1, std::memory_order_relaxed);
@@ -227,7 +341,7 @@ void Mapping::MaybePrefetch(uint64_t block) {
   const uint64_t window = std::min<uint64_t>(max, 8ull << std::min<uint32_t>(len - 1, 16));
   const uint64_t ahead = std::max(s->ahead.load(std::memory_order_relaxed), block + 1);
   // Keep about one window ahead of the reader; refill once half of it is consumed.
-  if (ahead > block + 1 + window / 2) return;
+  if (ahead > block + 1 + window / 2) return true;
   const uint64_t to = std::min<uint64_t>(table_.size(), block + 1 + window);
   uint64_t p = ahead;
   for (; p < to; ++p) {
@@ -249,10 +363,12 @@ void Mapping::MaybePrefetch(uint64_t block) {
       rt_->pool().Release(cb);
       continue;
     }
-    QueueFill(p, e.v, cb, /*write=*/false, /*tid=*/0);
+    QueueFill(p, e.v, cb, /*write=*/false, /*tid=*/0, /*kick=*/false);
     prefetched_.fetch_add(1, std::memory_order_relaxed);
   }
   s->ahead.store(p, std::memory_order_relaxed);
+  io_->Kick();
+  return true;
 }
 
 uint32_t Mapping::QueuedCb(uint64_t block) const {
@@ -309,7 +425,8 @@ int Mapping::Install(uint64_t first, uint32_t count, const char* buf, const uint
                                /*write_protect=*/writable_ && !write);
     if (err != 0) return err;
     if (last_pages < block_size_) {
-      rt_->uffd().Poison(BlockAddr(first + j - 1) + last_pages, block_size_ - last_pages);
+      err = rt_->uffd().Poison(BlockAddr(first + j - 1) + last_pages, block_size_ - last_pages);
+      if (err != 0 && err != ENOSYS) return err;
     }
     i = j;
   }
@@ -388,7 +505,7 @@ void Mapping::HandleWriteProtect(uint64_t block) {
       UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr),
                ": errno ", err);
       table_.Unlock(block, e.v);
-      rt_->uffd().Wake(addr, block_size_);
+      if (!signal_mode_) rt_->uffd().Wake(addr, block_size_);
       return;
     }
     table_.Unlock(block, e.v | Table::kDirty);
@@ -397,20 +514,21 @@ void Mapping::HandleWriteProtect(uint64_t block) {
   }
   // Stale: the block was evicted (the retry will be a MISSING fault) or is already dirty.
   table_.Unlock(block, e.v);
-  rt_->uffd().Wake(addr, block_size_);
+  if (!signal_mode_) rt_->uffd().Wake(addr, block_size_);
   c.stale_faults.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool Mapping::Evict(uint64_t block, uint32_t cb) {
+bool Mapping::PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch) {
   Table::Entry e;
   if (!table_.TryLock(block, &e)) return false;
   if (!e.present() || e.cb() != cb || InSync(block)) {
     table_.Unlock(block, e.v);
     return false;
   }
-  Counters& c = rt_->counters();
   char* addr = BlockAddr(block);
-  uint64_t v = e.v & ~(Table::kPresent | Table::kDirty | Table::kCbMask);
+  const uint64_t gone = e.v & ~(Table::kPresent | Table::kDirty | Table::kCbMask);
+  EvictionBatch::Victim& victim = batch->victims[batch->count];
+  victim = {this, block, e.v, gone, IndexStack::kEmpty, -1, false};
   if (e.dirty()) {
     // One write-back of a block in flight at a time: wait for the older one to land.
     if (e.shadow()) {
@@ -418,20 +536,20 @@ bool Mapping::Evict(uint64_t block, uint32_t cb) {
       return false;
     }
     ShadowPool& shadows = rt_->shadows();
-    uint32_t s = shadows.TryAcquire();
+    const uint32_t s = shadows.TryAcquire();
     if (s == IndexStack::kEmpty) {
       table_.Unlock(block, e.v);
       return false;
     }
     const size_t valid = ValidBytes(block);
-    // Capture: protect first so a concurrent write faults (and waits for us) instead of
-    // landing between the copy and the discard, where it would be lost.
+    // Capture: protect first so a concurrent write faults (and waits for the entry lock)
+    // instead of landing between the copy and the discard, where it would be lost.
     int err = rt_->uffd().WriteProtect(addr, RoundUp(valid, rt_->page_size()), true);
     if (err != 0) {
       shadows.Release(s);
       table_.Unlock(block, e.v);
-      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(set) failed at ", AddrHex(addr),
-               ": errno ", err);
+      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(set) failed at ", AddrHex(addr), ": errno ", err,
+               "; block ", block, " of ", file_->name(), " stays resident and dirty");
       return false;
     }
     ShadowPool::Shadow& sh = shadows.at(s);
@@ -439,18 +557,54 @@ bool Mapping::Evict(uint64_t block, uint32_t cb) {
     sh.mapping = this;
     sh.block = block;
     sh.len = static_cast<uint32_t>(valid);
-    DiscardPages(addr, block_size_);
+    victim.shadow = s;
+    victim.unlock_value = Table::WithShadow(gone, s);
+  }
+  // Clean pages of a writable mapping are write-protected, so no write can slip in before
+  // the discard; the entry stays locked until FinishEvict.
+  batch->ranges[batch->count] = {addr, block_size_};
+  ++batch->count;
+  return true;
+}
+
+void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
+  Counters& c = rt_->counters();
+  ShadowPool& shadows = rt_->shadows();
+  if (!victim.discarded) {
+    // The pages are still mapped: the block stays resident as it was (dirty and writable
+    // again if it was dirty), and its CB is not freed.
+    char* addr = BlockAddr(victim.block);
+    UMAP_LOG(kError, "MADV_DONTNEED failed at ", AddrHex(addr), " (block ", victim.block,
+             " of ", file_->name(), "); it stays resident");
+    if (victim.shadow == IndexStack::kEmpty) {
+      table_.Unlock(victim.block, victim.locked_value);
+      return;
+    }
+    if (rt_->uffd().WriteProtect(addr, RoundUp(ValidBytes(victim.block), rt_->page_size()),
+                                 false) == 0) {
+      shadows.Release(victim.shadow);
+      table_.Unlock(victim.block, victim.locked_value);  // dirty and writable, as before
+      return;
+    }
+    // Still protected: a dirty entry would make its writer fault for ever. The captured image
+    // goes on to the file instead, and the block is clean (and protected) meanwhile.
+    UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed after a failed eviction at ",
+             AddrHex(addr), "; its captured image is written back");
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
-    table_.Unlock(block, Table::WithShadow(v, s));
-    shadows.Enqueue(s);
+    table_.Unlock(victim.block,
+                  Table::WithShadow(victim.locked_value & ~Table::kDirty, victim.shadow));
+    shadows.Enqueue(victim.shadow);
+    return;
+  }
+  if (victim.shadow != IndexStack::kEmpty) {
+    shadows_pending_.fetch_add(1, std::memory_order_relaxed);
+    table_.Unlock(victim.block, victim.unlock_value);
+    shadows.Enqueue(victim.shadow);
     c.dirty_evictions.fetch_add(1, std::memory_order_relaxed);
   } else {
-    // Clean pages of a writable mapping are write-protected, so no write can slip in.
-    DiscardPages(addr, block_size_);
-    table_.Unlock(block, v);
+    table_.Unlock(victim.block, victim.unlock_value);
   }
   c.evictions.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/cache_entry_table.h"
+#include "runtime/eviction_batch.h"
 #include "runtime/io/io_manager.h"
 #include "runtime/write_back.h"
 #include "umap/env.h"
@@ -89,11 +90,22 @@ class Mapping final : public io::IoFileClient {
   uint64_t prefetched() const { return prefetched_.load(std::memory_order_relaxed); }
   bool direct_io() const { return use_direct_.load(std::memory_order_relaxed); }
 
-  // Fault path (handler threads). `staging` is the handler's block-sized buffer.
+  // Fault path. Handler mode: handler threads, `staging` is the handler's block-sized
+  // buffer. Signal mode: ResolveFault, in the faulting thread (inside its SIGBUS handler):
+  // when it returns the thread retries its access. `write`: the access was a write (false
+  // when unknown: a write then takes one more, write-protect, fault).
   void HandleMissing(uint64_t block, bool write, pid_t tid, char* staging);
   void HandleWriteProtect(uint64_t block);
-  // Eviction of `block` held in cache block `cb` (pool callback; any handler thread).
-  bool Evict(uint64_t block, uint32_t cb);
+  // Signal mode: false when the fault at `addr` is a SIGBUS for the application (a poisoned
+  // block, or a page past end of file).
+  bool ResolveFault(uint64_t addr, bool write, pid_t tid);
+  // Eviction of `block` held in cache block `cb` (pool callback; any fault handler), in two
+  // steps around the batch's discard (eviction_batch.h): PrepareEvict locks the entry,
+  // captures a dirty image into a shadow and lists the pages (false: not evictable now,
+  // nothing listed); FinishEvict unlocks it, evicted, or restored when the pages could not
+  // be dropped.
+  bool PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch);
+  void FinishEvict(const EvictionBatch::Victim& victim);
   // Write-back thread: writes shadows of this mapping (distinct blocks) as one batch.
   // Returns false when the write failed (the shadows stay pending; retry later).
   bool WriteShadows(absl::Span<const uint32_t> shadows);
@@ -114,12 +126,36 @@ class Mapping final : public io::IoFileClient {
            block < sync_end_.load(std::memory_order_acquire);
   }
   void RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl::Status& why);
+  // Locking a missing block's entry for a fill: kLocked (entry locked; *cb holds a cache
+  // block, or kNone if none could be freed or the block is past end of file), kResolved
+  // (another thread filled or poisoned it), kFilling (a fill is queued or in flight).
+  enum class MissLock { kLocked, kResolved, kFilling };
+  MissLock LockMissing(uint64_t block, size_t valid, uint32_t* cb, CacheEntryTable::Entry* e);
+  // Signal mode: sleeps until the queued fill of `block` has completed or failed.
+  void WaitWhileFilling(uint64_t block);
+  // Reads block `block` from the file into buf (aligned, block_size bytes): O_DIRECT where
+  // possible, zeros past what the file holds.
+  absl::Status ReadBlock(uint64_t block, char* buf, size_t valid);
+  // Installs one block from buf (padded with zeros to the page); poisons pages past end of
+  // file. Returns 0 or the errno.
+  int InstallBlock(uint64_t block, char* buf, size_t valid, bool writable_now);
+  // Makes the block resident in cache block cb and unlocks its entry.
+  void PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool dirty, pid_t tid);
+  // Signal mode, the common miss: read and install in the faulting thread.
+  void FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid);
+  // A miss on a block whose evicted version is in a shadow buffer or staged in the journal.
+  void ServeEvicted(uint64_t block, CacheEntryTable::Entry e, uint32_t cb, bool write,
+                    pid_t tid, char* staging);
   // Sequential-stream detection on a miss of `block`; queues read-ahead when it continues
   // a stream (fault path: no allocation, no waiting for cache blocks).
-  void MaybePrefetch(uint64_t block);
+  // Returns true when the miss continues a stream.
+  bool MaybePrefetch(uint64_t block);
+  // True when a miss of `block` would continue a known stream (no side effects).
+  bool ContinuesStream(uint64_t block) const;
   // Queues a fill of `block` into cache block `cb` (entry locked by the caller, who passes
   // its value; the entry is unlocked here).
-  void QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid);
+  void QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+                 bool kick = true);
   // Installs blocks [first, first+count) from buf: one UFFDIO_COPY per stretch of equal
   // protection. Entries are locked by the caller; returns 0 or the errno.
   int Install(uint64_t first, uint32_t count, const char* buf, const uint64_t* entries);
@@ -137,6 +173,7 @@ class Mapping final : public io::IoFileClient {
   const uint64_t file_offset_;
   const uint64_t file_size_;
   const bool writable_;
+  const bool signal_mode_;  // faults resolved in the faulting thread (fault_signal.h)
   const uint32_t slot_;
   const std::unique_ptr<File> file_;
   CacheEntryTable table_;
@@ -170,6 +207,7 @@ class Mapping final : public io::IoFileClient {
     std::atomic<uint64_t> ahead{0};  // read-ahead queued up to here (exclusive)
   };
   Stream streams_[kStreams];
+  Stream* FindStream(uint64_t block) const;
   std::atomic<uint32_t> stream_victim_{0};
 };
 

@@ -33,6 +33,9 @@ struct RuntimeOptions {
   unsigned io_retries = 3;
   bool io_direct = true;
   size_t prefetch_bytes = 2 << 20;
+  // Who resolves faults: auto (= signal), signal (the faulting thread, via SIGBUS), handler
+  // (handler threads reading userfaultfd messages). See runtime.h.
+  umap_fault_mode fault_mode = UMAP_FAULT_AUTO;
   Env* env = nullptr;  // null: Env::Default()
   // Carries every byte of the journal (journal::JournalOptions::fs), including the reopens
   // after a write error. Null: rocksdb::FileSystem::Default(). Fault injection passes a

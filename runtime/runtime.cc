@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
+#include "runtime/fault_signal.h"
 #include "runtime/mapping.h"
 #include "runtime/journal_write_back.h"
 #include "recovery/recovery.h"
@@ -28,7 +30,9 @@ constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // The I/O channel the current thread drives (a handler thread with io_uring), or -1.
-thread_local int t_channel = -1;
+// Initial-exec TLS: it is read inside the SIGBUS handler, where a first access to lazily
+// allocated TLS (a dlopen'ed library's) could call malloc.
+__attribute__((tls_model("initial-exec"))) thread_local int t_channel = -1;
 
 }  // namespace
 
@@ -38,16 +42,33 @@ struct Runtime::HandlerCtx {
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options) {
   ASSIGN_OR_RETURN(Geometry geo, ComputeGeometry(options));
-  ASSIGN_OR_RETURN(std::unique_ptr<Uffd> uffd, Uffd::Open());
-  std::unique_ptr<Runtime> rt(new Runtime(options, geo, std::move(uffd)));
+  const bool signal_mode = options.fault_mode != UMAP_FAULT_HANDLER;
+  ASSIGN_OR_RETURN(std::unique_ptr<Uffd> uffd, Uffd::Open(signal_mode));
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    // Once per process; a warning when it changes what programs may do (EFAULT).
+    const std::string how =
+        absl::StrCat("userfaultfd through ", UffdAccessName(uffd->access()),
+                     ", faults resolved ",
+                     signal_mode ? "in the faulting thread (signal mode)" : "by handler threads");
+    if (uffd->access() == UffdAccess::kUserModeOnly) {
+      UMAP_LOG(kWarn, how, "; system calls given a non-resident Umap buffer fail with EFAULT "
+                           "(docs/operations.md: how a site grants /dev/userfaultfd)");
+    } else {
+      UMAP_LOG(kInfo, how);
+    }
+  }
+  std::unique_ptr<Runtime> rt(new Runtime(options, geo, std::move(uffd), signal_mode));
   RETURN_IF_ERROR(rt->Start());
   return rt;
 }
 
-Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd)
+Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd,
+                 bool signal_mode)
     : options_(options),
       geo_(geo),
       page_size_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
+      signal_mode_(signal_mode),
       env_(options.env ? options.env : Env::Default()),
       uffd_(std::move(uffd)),
       pool_(geo.cache_blocks),
@@ -55,13 +76,15 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
       shadows_(geo.shadow_blocks, geo.block_size),
       fill_tids_(new pid_t[geo.cache_blocks]()),
       prefetch_blocks_(static_cast<uint32_t>(
-          std::min<size_t>(options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))),
-      epochs_(new std::atomic<uint64_t>[options.handler_threads]) {
-  for (unsigned i = 0; i < options.handler_threads; ++i) epochs_[i].store(0);
-}
+          std::min<size_t>(options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))) {}
 
 absl::Status Runtime::Start() {
   if (shadows_.at(0).data == nullptr) return PosixError(ENOMEM, "allocating shadow buffers");
+  // Evictions are batched so that one TLB flush covers many (eviction_batch.h): up to 32 at
+  // a time, fewer in a small cache so that a batch never empties a large part of it.
+  evict_batch_ = static_cast<int>(std::clamp<uint32_t>(geo_.cache_blocks / 64, 1,
+                                                       BlockPool::kMaxBatch));
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));  // -1: madvise only
   io::IoOptions io;
   io.engine = options_.io_engine == UMAP_IO_URING   ? io::Engine::kUring
               : options_.io_engine == UMAP_IO_POSIX ? io::Engine::kPosix
@@ -76,11 +99,23 @@ absl::Status Runtime::Start() {
   io.timeout_us = uint64_t{options_.io_timeout_ms} * 1000;
   io.retries = options_.io_retries;
   ASSIGN_OR_RETURN(io_, io::IoManager::Create(io, env_));
-  if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
-  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
-  for (unsigned i = 0; i < options_.handler_threads; ++i) {
-    handlers_.emplace_back([this, i] { HandlerLoop(static_cast<int>(i)); });
+  if (signal_mode_) {
+    // No handler threads: the faulting threads resolve their faults, the I/O manager drives
+    // its channels (read-ahead, descriptor-less files) with threads of its own.
+    const size_t len = size_t{kStagingBuffers} * geo_.block_size;
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return PosixError(errno, "allocating the fault staging buffers");
+    staging_arena_ = static_cast<char*>(p);
+    staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
+    for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
+    RETURN_IF_ERROR(AttachFaultSignal(this));
+  } else {
+    if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
+    stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
+    for (unsigned i = 0; i < options_.handler_threads; ++i) {
+      handlers_.emplace_back([this, i] { HandlerLoop(static_cast<int>(i)); });
+    }
   }
   for (unsigned i = 0; i < options_.writeback_threads; ++i) {
     writers_.emplace_back([this] { WriteBackLoop(); });
@@ -110,7 +145,7 @@ Runtime::~Runtime() {
   }
   for (auto& t : handlers_) t.join();
   // Unmapping below waits for reads in flight: the manager drives its rings again.
-  if (io_->channel_count() > 0) io_->DriveChannelsExternally(false);
+  if (!signal_mode_ && io_->channel_count() > 0) io_->DriveChannelsExternally(false);
   shadows_.WakeAll();
   for (auto& t : writers_) t.join();
   for (Mapping* m : left) {
@@ -119,6 +154,13 @@ Runtime::~Runtime() {
   }
   io_.reset();  // after the mappings: its channels complete fills into them
   if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (pidfd_ >= 0) ::close(pidfd_);
+  if (signal_mode_) {
+    DetachFaultSignal(this);
+    if (staging_arena_ != nullptr) {
+      ::munmap(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
+    }
+  }
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr) {
     std::string dir = journal_->dir();
@@ -145,7 +187,6 @@ void Runtime::HandlerLoop(int id) {
     return;
   }
   ctx.staging = static_cast<char*>(p);
-  std::atomic<uint64_t>& epoch = epochs_[id];
   uffd_msg msgs[kMsgBatch];
   // With io_uring, this handler drives one I/O channel: it polls the channel's eventfd
   // (readable on completions) beside the userfaultfd, and pumps the channel after each
@@ -166,12 +207,10 @@ void Runtime::HandlerLoop(int id) {
     if (fds[1].revents) break;
     if (fds[0].revents & POLLIN) {
       // Several handlers wake for one message; the others read nothing and go on.
-      epoch.fetch_add(1, std::memory_order_acq_rel);  // odd: inside
+      SrcuReadLock section(mapping_srcu_);
       int n = uffd_->Read(msgs, kMsgBatch);
       if (n < 0) UMAP_LOG(kError, "handler ", id, ": reading userfaultfd failed: errno ", -n);
       for (int i = 0; i < n; ++i) HandleFault(ctx, msgs[i]);
-      epoch.fetch_add(1, std::memory_order_acq_rel);  // even: outside
-      epoch.notify_all();
     }
     // Outside the epoch section: completions reach mappings whose removal waits for them.
     if (drives) timeout = io_->PumpChannel(id);
@@ -248,22 +287,36 @@ void Runtime::WriteBackLoop() {
   }
 }
 
-bool Runtime::EvictOwner(uint32_t cb, uint64_t owner) {
-  Mapping* m = slots_[owner >> 48].load(std::memory_order_acquire);
-  if (m == nullptr) return false;  // being unmapped; its own teardown frees the block
-  return m->Evict(owner & ((1ull << 48) - 1), cb);
+void Runtime::EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed) {
+  EvictionBatch batch;
+  for (int i = 0; i < n; ++i) {
+    freed[i] = false;
+    Mapping* m = slots_[owners[i] >> 48].load(std::memory_order_acquire);
+    // A mapping being unmapped frees its blocks in its own teardown.
+    if (m == nullptr) continue;
+    if (m->PrepareEvict(owners[i] & ((1ull << 48) - 1), cbs[i], &batch)) {
+      batch.victims[batch.count - 1].index = i;
+    }
+  }
+  if (batch.count == 0) return;
+  DiscardBatch(pidfd_, &batch);
+  for (int k = 0; k < batch.count; ++k) {
+    const EvictionBatch::Victim& v = batch.victims[k];
+    v.mapping->FinishEvict(v);
+    freed[v.index] = v.discarded;
+  }
 }
 
 uint32_t Runtime::TryAcquireBlock() {
-  return pool_.Acquire([this](uint32_t c, uint64_t o) { return EvictOwner(c, o); },
-                       [this] { refs_.ReclaimDead(); });
+  return pool_.AcquireBatched(
+      [this](const uint32_t* c, const uint64_t* o, int n, bool* f) { EvictBatch(c, o, n, f); },
+      [this] { refs_.ReclaimDead(); }, evict_batch_);
 }
 
 uint32_t Runtime::AcquireBlock() {
   auto deadline = std::chrono::steady_clock::now() + kPoolWaitBudget;
   for (;;) {
-    uint32_t cb = pool_.Acquire([this](uint32_t c, uint64_t o) { return EvictOwner(c, o); },
-                                [this] { refs_.ReclaimDead(); });
+    const uint32_t cb = TryAcquireBlock();
     if (cb != BlockPool::kNone) return cb;
     // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
     // behind. Wait for them rather than exceed the cache bound.
@@ -276,11 +329,24 @@ uint32_t Runtime::AcquireBlock() {
   }
 }
 
-void Runtime::WaitForHandlers() {
-  for (unsigned i = 0; i < options_.handler_threads; ++i) {
-    uint64_t e = epochs_[i].load(std::memory_order_acquire);
-    if (e & 1) epochs_[i].wait(e, std::memory_order_acquire);
+bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
+  SrcuReadLock section(mapping_srcu_);
+  Mapping* m = FindMapping(addr);
+  if (m == nullptr) return false;
+  return m->ResolveFault(addr, write, ::gettid());
+}
+
+char* Runtime::AcquireStaging() {
+  for (;;) {
+    const uint32_t i = staging_free_->Pop();
+    if (i != IndexStack::kEmpty) return staging_arena_ + size_t{i} * geo_.block_size;
+    // More threads are resolving faults at once than there are buffers: wait for one.
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+void Runtime::ReleaseStaging(char* buf) {
+  staging_free_->Push(static_cast<uint32_t>((buf - staging_arena_) / geo_.block_size));
 }
 
 absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,
@@ -548,6 +614,9 @@ umap_stats Runtime::Stats() const {
     s.io_size_hist[k] = io.size_hist[k].load();
   }
   s.io_engine = io_->engine() == io::Engine::kUring ? UMAP_IO_URING : UMAP_IO_POSIX;
+  s.fault_mode = signal_mode_ ? UMAP_FAULT_SIGNAL : UMAP_FAULT_HANDLER;
+  s.uffd_access = static_cast<int>(uffd_->access());
+  s.io_inline_reads = io.inline_reads.load();
   uint64_t prefetched = 0;
   const uint32_t high = slot_high_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < high; ++i) {

@@ -7,10 +7,14 @@
 // mapping lookup is a scan of an atomic slot array, block state lives in per-block atomic
 // entries, and the pool, thread references and shadows are lock-free.
 //
-// Mapping lifetime: handler threads read mapping pointers only inside a "critical section"
-// marked by their epoch counter (odd = inside). Unmap clears the mapping's slot, then waits
-// until every handler has left the section it was in (quiescent-state reclamation), so no
-// handler can hold a pointer to a mapping that is being freed.
+// Fault modes: "handler" (UFFD messages read by `handler_threads` threads, which resolve the
+// faults and drive the io_uring channels) and "signal" (UFFD_FEATURE_SIGBUS: each faulting
+// thread resolves its own fault inside a SIGBUS handler; fault_signal.h), chosen by
+// RuntimeOptions::fault_mode.
+//
+// Mapping lifetime: fault handlers read mapping pointers only inside an Srcu read section.
+// Unmap clears the mapping's slot, then waits until every reader that might hold it has left
+// (Srcu::Synchronize), so no handler can hold a pointer to a mapping that is being freed.
 #ifndef UMAP_RUNTIME_RUNTIME_H_
 #define UMAP_RUNTIME_RUNTIME_H_
 
@@ -31,6 +35,7 @@
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
 #include "runtime/shadow_pool.h"
+#include "runtime/srcu.h"
 #include "runtime/thread_refs.h"
 #include "runtime/uffd.h"
 #include "umap/umap_types.h"
@@ -64,6 +69,15 @@ class Runtime {
   bool Owns(const void* addr, size_t length);
 
   umap_stats Stats() const;
+
+  // Signal fault mode (fault_signal.h): resolves a fault at `addr` in the calling thread if
+  // it lies in one of this runtime's mappings. False when it does not.
+  bool HandleFaultSignal(uint64_t addr, bool write);
+  bool signal_mode() const { return signal_mode_; }
+  // Block-sized, page-aligned buffers for faults resolved outside the handler threads
+  // (signal mode): lock-free; waits (sleeping) only when every buffer is in use.
+  char* AcquireStaging();
+  void ReleaseStaging(char* buf);
   // Figures of the mapping containing addr; false when there is none.
   bool MappingStats(const void* addr, umap_mapping_stats* out);
 
@@ -97,15 +111,18 @@ class Runtime {
 
  private:
   struct HandlerCtx;
-  Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd);
+  Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd,
+          bool signal_mode);
   absl::Status Start();
   void HandlerLoop(int id);
   void WriteBackLoop();
   void HandleFault(HandlerCtx& ctx, const uffd_msg& msg);
   Mapping* FindMapping(uint64_t addr) const;
-  bool EvictOwner(uint32_t cb, uint64_t owner);
-  // Waits until no handler is inside the critical section it was in when called.
-  void WaitForHandlers();
+  // The pool's batched eviction callback (BlockPool::AcquireBatched).
+  void EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed);
+  // Waits until no fault handler (a handler thread, or a thread in its SIGBUS handler) can
+  // still hold a pointer to a mapping whose slot was cleared before the call.
+  void WaitForHandlers() { mapping_srcu_.Synchronize(); }
   absl::StatusOr<Mapping*> Lookup(void* addr, size_t length, bool exact)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Destroy(Mapping* m);
@@ -118,9 +135,12 @@ class Runtime {
   const RuntimeOptions options_;
   const Geometry geo_;
   const size_t page_size_;
+  const bool signal_mode_;
   Env* const env_;
   std::unique_ptr<Uffd> uffd_;
   int stop_fd_ = -1;  // eventfd that wakes the handlers for shutdown
+  int pidfd_ = -1;    // this process, for batched discards (process_madvise)
+  int evict_batch_ = 1;
 
   BlockPool pool_;
   ThreadRefs refs_;
@@ -134,7 +154,12 @@ class Runtime {
   // Mapping slots read lock-free by handlers; written under mu_.
   std::atomic<Mapping*> slots_[kMaxMappings] = {};
   std::atomic<uint32_t> slot_high_{0};
-  std::unique_ptr<std::atomic<uint64_t>[]> epochs_;
+  // Read sections around every use of a mapping pointer on the fault path.
+  Srcu mapping_srcu_;
+  // Signal mode's staging buffers (IndexStack of indexes into one arena).
+  static constexpr uint32_t kStagingBuffers = 64;
+  char* staging_arena_ = nullptr;
+  std::unique_ptr<IndexStack> staging_free_;
 
   std::atomic<bool> stop_{false};
   std::atomic<int> last_writeback_errno_{0};

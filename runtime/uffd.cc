@@ -8,7 +8,9 @@
 
 #include <cerrno>
 
+#include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
+#include "runtime/eviction_batch.h"
 #include "runtime/uffd_compat.h"
 
 namespace umap::runtime {
@@ -23,36 +25,87 @@ inline int IoctlErrno(int fd, unsigned long req, void* arg) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Uffd>> Uffd::Open() {
-  int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-  if (fd < 0) {
-    int err = errno;
-    return PosixError(err,
-                      "userfaultfd() failed: Umap needs userfaultfd (kernel >= 5.7 with "
-                      "CONFIG_USERFAULTFD; unprivileged use needs vm.unprivileged_userfaultfd=1 "
-                      "or CAP_SYS_PTRACE)");
+const char* UffdAccessName(UffdAccess a) {
+  switch (a) {
+    case UffdAccess::kSyscall: return "userfaultfd";
+    case UffdAccess::kDevice: return "/dev/userfaultfd";
+    case UffdAccess::kUserModeOnly: return "user-mode-only";
   }
-  // Ask for everything we can use; drop optional bits the kernel refuses.
-  const uint64_t required = UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_PAGEFAULT_FLAG_WP;
-  uint64_t wanted = required | UFFD_FEATURE_POISON;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    struct uffdio_api api = {};
-    api.api = UFFD_API;
-    api.features = wanted;
-    if (::ioctl(fd, UFFDIO_API, &api) == 0) {
-      return std::unique_ptr<Uffd>(new Uffd(fd, api.features));
+  return "?";
+}
+
+namespace {
+
+// A new userfaultfd the way `access` names, or -errno.
+int NewUffd(UffdAccess access) {
+  constexpr int kFlags = O_CLOEXEC | O_NONBLOCK;
+  int fd = -1;
+  switch (access) {
+    case UffdAccess::kSyscall:
+      fd = static_cast<int>(::syscall(SYS_userfaultfd, kFlags));
+      break;
+    case UffdAccess::kDevice: {
+      const int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+      if (dev < 0) return -errno;
+      fd = ::ioctl(dev, USERFAULTFD_IOC_NEW, kFlags);
+      const int err = errno;
+      ::close(dev);
+      if (fd < 0) return -err;
+      break;
     }
-    int err = errno;
-    // UFFDIO_API may only succeed once per fd: retry on a fresh one without POISON.
-    ::close(fd);
-    if (attempt == 1 || err != EINVAL) {
-      return PosixError(err, "UFFDIO_API: kernel lacks THREAD_ID or write-protect support");
-    }
-    wanted = required;
-    fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-    if (fd < 0) return PosixError(errno, "userfaultfd() failed on retry");
+    case UffdAccess::kUserModeOnly:
+      fd = static_cast<int>(::syscall(SYS_userfaultfd, kFlags | UFFD_USER_MODE_ONLY));
+      break;
   }
-  return PosixError(EINVAL, "UFFDIO_API negotiation failed");
+  return fd < 0 ? -errno : fd;
+}
+
+// UFFDIO_API on `fd` with `wanted`; the granted features, or -errno. May succeed once per fd.
+int64_t Negotiate(int fd, uint64_t wanted) {
+  struct uffdio_api api = {};
+  api.api = UFFD_API;
+  api.features = wanted;
+  if (::ioctl(fd, UFFDIO_API, &api) != 0) return -errno;
+  return static_cast<int64_t>(api.features);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Uffd>> Uffd::Open(bool sigbus) {
+  const uint64_t required = UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_PAGEFAULT_FLAG_WP |
+                            (sigbus ? UFFD_FEATURE_SIGBUS : 0);
+  int open_err = 0;
+  for (UffdAccess access :
+       {UffdAccess::kSyscall, UffdAccess::kDevice, UffdAccess::kUserModeOnly}) {
+    int fd = NewUffd(access);
+    if (fd < 0) {
+      open_err = -fd;
+      if (open_err == ENOSYS) break;  // no userfaultfd in this kernel at all
+      continue;
+    }
+    // Ask for everything we can use; drop the optional POISON if the kernel refuses it (the
+    // API call works once per descriptor, so the retry needs a fresh one).
+    int64_t got = Negotiate(fd, required | UFFD_FEATURE_POISON);
+    if (got == -EINVAL) {
+      ::close(fd);
+      fd = NewUffd(access);
+      if (fd < 0) return PosixError(-fd, "userfaultfd() failed on retry");
+      got = Negotiate(fd, required);
+    }
+    if (got < 0) {
+      ::close(fd);
+      return PosixError(static_cast<int>(-got),
+                        absl::StrCat("UFFDIO_API through ", UffdAccessName(access),
+                                     ": the kernel lacks write-protect, thread-id",
+                                     sigbus ? " or SIGBUS" : "", " support"));
+    }
+    return std::unique_ptr<Uffd>(new Uffd(fd, static_cast<uint64_t>(got), access));
+  }
+  return PosixError(open_err,
+                    "userfaultfd() failed every way: Umap needs userfaultfd (kernel >= 5.11 "
+                    "with CONFIG_USERFAULTFD). A site can let users in with read-write access "
+                    "to /dev/userfaultfd (e.g. a udev rule giving it to a group) or with "
+                    "vm.unprivileged_userfaultfd=1 (docs/operations.md)");
 }
 
 Uffd::~Uffd() { ::close(fd_); }
@@ -143,6 +196,28 @@ void ReleaseRegion(char* base, size_t len) { ::munmap(base, len); }
 
 int DiscardPages(void* addr, size_t len) {
   return ::madvise(addr, len, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+void DiscardBatch(int pidfd, EvictionBatch* batch) {
+  const int n = batch->count;
+  size_t advised = 0;
+  if (pidfd >= 0 && n > 1) {
+    // Returns the bytes advised: less than the total when it stopped at a failing range.
+    const long rc = ::syscall(SYS_process_madvise, pidfd, batch->ranges, static_cast<size_t>(n),
+                              MADV_DONTNEED, 0u);
+    if (rc > 0) advised = static_cast<size_t>(rc);
+  }
+  for (int i = 0; i < n; ++i) {
+    const iovec& r = batch->ranges[i];
+    if (advised >= r.iov_len) {
+      advised -= r.iov_len;
+      batch->victims[i].discarded = true;
+      continue;
+    }
+    advised = 0;
+    // Not covered by the batched call (an older kernel, or a range it stopped at): one by one.
+    batch->victims[i].discarded = DiscardPages(r.iov_base, r.iov_len) == 0;
+  }
 }
 
 }  // namespace umap::runtime

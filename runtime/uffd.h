@@ -18,17 +18,32 @@
 
 namespace umap::runtime {
 
+// How the process got its userfaultfd, best first:
+//   kSyscall       userfaultfd(2) with kernel faults served (root, CAP_SYS_PTRACE, or
+//                  vm.unprivileged_userfaultfd = 1);
+//   kDevice        /dev/userfaultfd (the same features; access is the device file's mode,
+//                  which a site can grant to a group);
+//   kUserModeOnly  userfaultfd(UFFD_USER_MODE_ONLY): any user, but faults taken inside the
+//                  kernel (read(2) into a non-resident page, for example) fail with EFAULT
+//                  instead of being served.
+enum class UffdAccess { kSyscall = 0, kDevice = 1, kUserModeOnly = 2 };
+const char* UffdAccessName(UffdAccess a);
+
 class Uffd {
  public:
-  // Opens a non-blocking, close-on-exec userfaultfd and negotiates THREAD_ID and
-  // PAGEFAULT_FLAG_WP (plus POISON when the kernel has it). Fails with kUnavailable
-  // (ENOSYS/EPERM) when userfaultfd is unusable, naming vm.unprivileged_userfaultfd.
-  static absl::StatusOr<std::unique_ptr<Uffd>> Open();
+  // Opens a non-blocking, close-on-exec userfaultfd, the best way the process may (see
+  // UffdAccess), and negotiates PAGEFAULT_FLAG_WP and THREAD_ID, plus POISON when the
+  // kernel has it and SIGBUS when `sigbus` (faults then raise SIGBUS in the faulting thread
+  // instead of queueing messages). Fails with the errno of the last attempt when no way
+  // works, saying what a site can grant.
+  static absl::StatusOr<std::unique_ptr<Uffd>> Open(bool sigbus);
   ~Uffd();
 
   int fd() const { return fd_; }
   bool has_poison() const { return (features_ & kPoisonBit) != 0; }
+  bool sigbus() const { return (features_ & UFFD_FEATURE_SIGBUS) != 0; }
   uint64_t features() const { return features_; }
+  UffdAccess access() const { return access_; }
 
   // Registers [addr, addr+len) for MISSING faults, and WP faults when `write_protect`.
   int Register(void* addr, size_t len, bool write_protect);
@@ -50,9 +65,11 @@ class Uffd {
 
  private:
   static constexpr uint64_t kPoisonBit = 1ull << 14;
-  Uffd(int fd, uint64_t features) : fd_(fd), features_(features) {}
+  Uffd(int fd, uint64_t features, UffdAccess access)
+      : fd_(fd), features_(features), access_(access) {}
   const int fd_;
   const uint64_t features_;
+  const UffdAccess access_;
 };
 
 // Address-space helpers (the only mmap/madvise calls of the runtime).

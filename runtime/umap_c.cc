@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "runtime/fault_signal.h"
 #include "runtime/runtime.h"
 #include "runtime/umap_c_internal.h"
 #include "umap/umap_types.h"
@@ -158,6 +159,36 @@ int umsync(void* addr, size_t length, int flags) {
   }
   absl::Status s = r->rt->Sync(addr, length);
   return s.ok() ? 0 : Fail(s);
+}
+
+int umap_handle_signal(int sig, void* info, void* ucontext) {
+  return ::umap::runtime::DispatchFaultSignal(sig, static_cast<siginfo_t*>(info), ucontext) ? 1
+                                                                                           : 0;
+}
+
+int umap_touch(void* addr, size_t length, int write) {
+  if (length == 0) return 0;
+  umap_runtime* r = FindRuntime(addr, length);
+  if (r == nullptr) {
+    errno = ENOMEM;
+    return -1;
+  }
+  // One access per page: a read, or a read-modify-write of the same byte (the page becomes
+  // dirty, as a write(2)-from-the-kernel into it would make it).
+  const size_t page = 4096;
+  volatile char* p = static_cast<volatile char*>(addr);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
+  for (uintptr_t a = std::max(first, reinterpret_cast<uintptr_t>(addr)); a < end;
+       a = (a & ~(page - 1)) + page) {
+    volatile char* q = p + (a - reinterpret_cast<uintptr_t>(addr));
+    if (write) {
+      *q = *q;
+    } else {
+      (void)*q;
+    }
+  }
+  return 0;
 }
 
 int umap_get_stats(umap_runtime* r, umap_stats* out) {

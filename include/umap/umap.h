@@ -56,6 +56,25 @@ int uunmap(void* addr, size_t length);
  * MS_INVALIDATE is EINVAL. */
 int umsync(void* addr, size_t length, int flags);
 
+/* Signal fault mode (the default; docs/design.md "Faults"): Umap resolves a page fault in
+ * the thread that took it, inside a SIGBUS handler that Umap installs when the first
+ * runtime is created (chaining to the handler that was there before). A program that
+ * installs its own SIGBUS handler afterwards must call umap_handle_signal() at the start of
+ * it, with the handler's arguments (SA_SIGINFO), and return at once when it returns 1: the
+ * fault was Umap's and the access will succeed when retried. 0: not Umap's (a real bus
+ * error, or an I/O error Umap reported as SIGBUS). Async-signal-safe. `info` is the
+ * handler's siginfo_t* (declared void* so that this header needs no POSIX feature macros). */
+int umap_handle_signal(int sig, void* info /* siginfo_t* */, void* ucontext);
+
+/* Makes [addr, addr+length) of a Umap mapping resident now, from user space, so that the
+ * kernel can access it: in signal fault mode, and with unprivileged (user-mode-only)
+ * userfaultfd, a system call given a non-resident Umap buffer fails with EFAULT instead of
+ * faulting it in. `write` nonzero touches it for writing (marks it dirty; use it before a
+ * read(2) into the buffer). Blocks may be evicted again under memory pressure before the
+ * call uses them, so retry on EFAULT. Returns 0, or -1 with errno (ENOMEM: not a Umap
+ * range). Addresses outside Umap mappings are rejected, never touched. */
+int umap_touch(void* addr, size_t length, int write);
+
 /* Counters of the runtime serving addr (or of runtime when addr is NULL). */
 int umap_get_stats(umap_runtime* runtime, umap_stats* out);
 /* Figures of the mapping that contains addr. -1 with ENOMEM when addr is in no mapping. */

@@ -30,6 +30,23 @@ typedef enum umap_io_engine {
   UMAP_IO_POSIX = 2, /* threads calling pread */
 } umap_io_engine;
 
+/* Who resolves page faults (docs/configuration.md, UMAP_FAULT_MODE). */
+typedef enum umap_fault_mode {
+  UMAP_FAULT_AUTO = 0,    /* signal */
+  UMAP_FAULT_SIGNAL = 1,  /* the faulting thread, in Umap's SIGBUS handler: a miss costs what
+                             the kernel's own fault costs; system calls given a non-resident
+                             Umap buffer fail with EFAULT (umap_touch() first) */
+  UMAP_FAULT_HANDLER = 2, /* handler threads reading userfaultfd messages: system calls on
+                             Umap buffers are served too (unless user-mode-only) */
+} umap_fault_mode;
+
+/* How the process reached userfaultfd (umap_stats.uffd_access). */
+typedef enum umap_uffd_access {
+  UMAP_UFFD_SYSCALL = 0,        /* userfaultfd(2), kernel faults served */
+  UMAP_UFFD_DEVICE = 1,         /* /dev/userfaultfd */
+  UMAP_UFFD_USER_MODE_ONLY = 2, /* unprivileged: system calls on non-resident pages: EFAULT */
+} umap_uffd_access;
+
 /* Reads of [4 KiB << k, 4 KiB << (k+1)) bytes are counted in io_size_hist[k]. */
 #define UMAP_IO_SIZE_BUCKETS 12
 
@@ -52,6 +69,7 @@ typedef struct umap_config {
   unsigned io_retries;       /* retries after a timeout before the fault gets SIGBUS */
   int io_direct;             /* 1: read with O_DIRECT where the file system allows it */
   size_t prefetch_bytes;     /* largest read-ahead window of a sequential stream (0: off) */
+  umap_fault_mode fault_mode;/* who resolves page faults (default: signal) */
 } umap_config;
 
 typedef struct umap_stats {
@@ -80,6 +98,9 @@ typedef struct umap_stats {
   uint64_t umsyncs_shared;   /* umsyncs answered by a concurrent umsync that covered them */
   uint64_t io_size_hist[UMAP_IO_SIZE_BUCKETS];
   int io_engine;             /* the engine in use: UMAP_IO_URING or UMAP_IO_POSIX */
+  int fault_mode;            /* UMAP_FAULT_SIGNAL or UMAP_FAULT_HANDLER */
+  int uffd_access;           /* a umap_uffd_access value */
+  uint64_t io_inline_reads;  /* of io_reads: read by the faulting thread itself (signal mode) */
 } umap_stats;
 
 /* Per-mapping figures (umap_get_mapping_stats): bytes each file received, for fairness. */

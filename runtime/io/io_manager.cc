@@ -377,12 +377,24 @@ void IoManager::RemoveQueue(IoQueue* queue) {
   delete qs;
 }
 
-void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb) {
+void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb, bool kick) {
   StateOf(queue)->outstanding.fetch_add(1, std::memory_order_relaxed);
   sched_.Push(queue, block, cb, Now());
-  // The submitting handler pumps its own channel after its batch of faults; only the
-  // manager's own drivers (before handlers attach) need a wake-up.
+  if (kick) Kick();
+}
+
+void IoManager::Kick() {
+  // A submitting handler pumps its own channel after its batch of faults; only the
+  // manager's own drivers (signal mode, or before handlers attach) need a wake-up.
   if (own_drivers_.load(std::memory_order_acquire)) WakeChannels();
+}
+
+void IoManager::NoteInlineRead(size_t bytes) {
+  counters_.reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.inline_reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  counters_.size_hist[SizeBucket(options_.block_size)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void IoManager::WakeChannels(const UringChannel* except) {

@@ -68,6 +68,7 @@ struct IoCounters {
   std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
       retries{0}, errors{0}, sync_reads{0};
   std::atomic<uint64_t> interrupted{0};  // reads that returned EINTR/EAGAIN and were requeued
+  std::atomic<uint64_t> inline_reads{0};  // of `reads`: done by the faulting thread itself
   std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
 };
 
@@ -108,14 +109,22 @@ class IoManager {
   void DriveChannelsExternally(bool external);
   const IoOptions& options() const { return options_; }
   IoCounters& counters() { return counters_; }
+  // Counts a block read by a faulting thread itself (signal mode), so the read figures
+  // cover every read from the files.
+  void NoteInlineRead(size_t bytes);
 
   IoQueue* AddQueue(IoFileClient* client);
   // Drops the queue's queued fills (Complete with kCancelled) and waits for its reads in
   // flight. REQUIRES: nothing submits to it any more.
   void RemoveQueue(IoQueue* queue);
 
-  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete.
-  void Submit(IoQueue* queue, uint64_t block, uint32_t cb);
+  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete. With
+  // `kick` false the channels are not told yet: queue a batch, then Kick() once, so that
+  // the batch is merged before a channel takes any of it.
+  void Submit(IoQueue* queue, uint64_t block, uint32_t cb, bool kick = true);
+  // Tells channels driven by the manager's own threads that work is queued (channels driven
+  // by fault handlers are pumped by them after each batch of faults).
+  void Kick();
 
   // Write-backs go through the WriteEngine (base/write_engine.h), configured with this
   // manager's depth, largest I/O and deadline; see WriteEngine::Write for the contract.

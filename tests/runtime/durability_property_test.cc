@@ -79,6 +79,7 @@
 #include "base/crash_point.h"
 #include "faultinject/fault_env.h"
 #include "faultinject/fault_fs.h"
+#include "tests/runtime/signal_probe.h"
 #include "journal/journal.h"
 #include "recovery/recovery.h"
 #include "rocksdb/db.h"
@@ -219,7 +220,8 @@ std::string SnapshotDiff(const std::map<std::string, std::string>& a,
 
 sigjmp_buf g_jump;
 volatile sig_atomic_t g_signal = 0;
-void OnSignal(int sig) {
+void OnSignal(int sig, siginfo_t* info, void* ucontext) {
+  if (umap_handle_signal(sig, info, ucontext)) return;  // a miss (signal fault mode)
   g_signal = sig;
   siglongjmp(g_jump, 1);
 }
@@ -227,7 +229,8 @@ void OnSignal(int sig) {
 // Copies n bytes (dst and/or src in the mapping); returns the signal raised, or 0.
 int GuardedCopy(char* dst, const char* src, size_t n) {
   struct sigaction sa = {}, old_bus = {}, old_segv = {};
-  sa.sa_handler = OnSignal;
+  sa.sa_sigaction = OnSignal;
+  sa.sa_flags = SA_SIGINFO;
   sigaction(SIGBUS, &sa, &old_bus);
   sigaction(SIGSEGV, &sa, &old_segv);
   g_signal = 0;

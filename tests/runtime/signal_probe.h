@@ -6,20 +6,27 @@
 #include <setjmp.h>
 #include <signal.h>
 
+// From include/umap/umap.h, which C++ code inside namespace umap cannot include.
+extern "C" int umap_handle_signal(int sig, void* info, void* ucontext);
+
 // Top-level namespace: usable from C API tests (see temp_dir.h).
 namespace umaptest {
 
 inline sigjmp_buf g_probe_jump;
 inline volatile sig_atomic_t g_probe_signal = 0;
 
-inline void OnProbeSignal(int sig) {
+// A handler installed after Umap's chains to it first (include/umap/umap.h): in signal fault
+// mode an ordinary miss is a SIGBUS that Umap resolves.
+inline void OnProbeSignal(int sig, siginfo_t* info, void* ucontext) {
+  if (umap_handle_signal(sig, info, ucontext)) return;
   g_probe_signal = sig;
   siglongjmp(g_probe_jump, 1);
 }
 
 inline int ProbeRead(const volatile char* p) {
   struct sigaction sa = {}, old_bus = {}, old_segv = {};
-  sa.sa_handler = OnProbeSignal;
+  sa.sa_sigaction = OnProbeSignal;
+  sa.sa_flags = SA_SIGINFO;
   sigaction(SIGBUS, &sa, &old_bus);
   sigaction(SIGSEGV, &sa, &old_segv);
   g_probe_signal = 0;

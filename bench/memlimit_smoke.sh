@@ -1,0 +1,59 @@
+#!/bin/bash
+# umap-bench --memory-limit end to end: every backend in its own memory cgroup, and two
+# processes sharing one; every run must verify and report a cgroup peak within the limit;
+# a corrupted word must still be caught when the run happens in a child process.
+# Usage: memlimit_smoke.sh UMAP_BENCH DIR
+# Exit 77 (skipped) only when this machine cannot make memory cgroups, naming why.
+set -u
+bench=$1
+dir=$2
+mkdir -p "$dir"
+trap 'rm -rf "$dir"' EXIT
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIP: memory cgroups need root here (running as uid $(id -u))"
+  exit 77
+fi
+if ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null &&
+   [ ! -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+  echo "SKIP: no memory cgroup controller (neither cgroup v2 with memory nor v1 /sys/fs/cgroup/memory)"
+  exit 77
+fi
+fail=0
+check_json() {  # check_json FILE RUNS LIMIT: RUNS lines, all verified, 0 < cgroup_peak <= LIMIT
+  local n bad
+  n=$(grep -c . "$1")
+  if [ "$n" != "$2" ]; then echo "FAIL: $1 has $n runs, expected $2"; fail=1; fi
+  bad=$(grep -v '"verified":true' "$1")
+  if [ -n "$bad" ]; then echo "FAIL: runs that did not verify:"; echo "$bad"; fail=1; fi
+  while read -r peak; do
+    if [ "$peak" -le 0 ] || [ "$peak" -gt "$3" ]; then
+      echo "FAIL: cgroup_peak $peak not in (0, $3]"; fail=1
+    fi
+  done < <(grep -o '"cgroup_peak":[0-9]*' "$1" | cut -d: -f2)
+}
+limit=$((64 << 20))
+"$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 8M --threads 2 \
+  --ops 300 --repeats 1 --pattern random,sequential --access read,write --sync-every 100 \
+  --backends umap,umap+4M,mmap,mmap+random,mmap+seq,pread,pread+direct,uring \
+  --json "$dir/one.jsonl" --stall-seconds 120 >"$dir/one.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then echo "FAIL: every backend: exit $rc"; cat "$dir/one.log"; fail=1; fi
+check_json "$dir/one.jsonl" 32 $limit
+"$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 4M --threads 2 \
+  --ops 300 --repeats 1 --pattern random --access read --processes 2 --backends umap,mmap \
+  --json "$dir/two.jsonl" --stall-seconds 120 >"$dir/two.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then echo "FAIL: two processes: exit $rc"; cat "$dir/two.log"; fail=1; fi
+check_json "$dir/two.jsonl" 4 $limit
+if ! grep -q '"processes":2' "$dir/two.jsonl"; then echo "FAIL: no two-process runs"; fail=1; fi
+out=$("$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 4M --threads 2 \
+  --ops 8192 --repeats 1 --pattern sequential --access read --backends umap,uring \
+  --check-reads all --TEST-corrupt-word 12345 2>&1)
+rc=$?
+if [ $rc -ne 1 ] || [ "$(grep -c 'WRONG DATA READ' <<<"$out")" -lt 2 ]; then
+  echo "FAIL: a corrupted word in a child's run: exit $rc, expected 1 and WRONG DATA READ twice:"
+  echo "$out"
+  fail=1
+fi
+[ $fail = 0 ] && echo "ok: every backend and two processes in memory cgroups; corruption caught"
+exit $fail

@@ -1,0 +1,44 @@
+// EvictionBatch: victims of one reclaim pass, discarded from the address space together.
+//
+// Dropping a block's pages (MADV_DONTNEED) ends with a TLB flush, and with threads of the
+// process running on other CPUs that flush is an inter-processor interrupt: about 10 µs a
+// call on a two-vCPU VM, more than the rest of a miss. The pool therefore evicts victims in
+// batches: each victim's entry is locked and its dirty image captured (PrepareEvict), then
+// every victim's pages are dropped with one process_madvise(2) — one flush for the batch —
+// and only then are the entries unlocked (FinishEvict). A victim whose pages could not be
+// dropped is restored: it stays resident, as if it had never been chosen.
+#ifndef UMAP_RUNTIME_EVICTION_BATCH_H_
+#define UMAP_RUNTIME_EVICTION_BATCH_H_
+
+#include <sys/uio.h>
+
+#include <cstdint>
+
+namespace umap::runtime {
+
+class Mapping;
+
+struct EvictionBatch {
+  static constexpr int kMax = 32;
+  struct Victim {
+    Mapping* mapping;
+    uint64_t block;
+    uint64_t locked_value;  // the entry's value when it was locked (to restore on failure)
+    uint64_t unlock_value;  // the entry's value once evicted
+    uint32_t shadow;        // shadow slot of a dirty victim, or IndexStack::kEmpty
+    int index;              // position in the pool's victim list
+    bool discarded;
+  };
+  Victim victims[kMax];
+  iovec ranges[kMax];
+  int count = 0;
+};
+
+// Drops the pages of every range of `batch` (process_madvise with one TLB flush where the
+// kernel allows it, else one madvise per range) and sets each victim's `discarded`.
+// `pidfd` is the process's own pidfd, or -1 to use madvise only.
+void DiscardBatch(int pidfd, EvictionBatch* batch);
+
+}  // namespace umap::runtime
+
+#endif  // UMAP_RUNTIME_EVICTION_BATCH_H_

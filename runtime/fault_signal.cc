@@ -1,0 +1,120 @@
+#include "runtime/fault_signal.h"
+
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/synchronization/mutex.h"
+#include "base/log.h"
+#include "base/posix_error.h"
+#include "runtime/runtime.h"
+#include "runtime/srcu.h"
+
+namespace umap::runtime {
+namespace {
+
+constexpr int kMaxRuntimes = 256;
+
+std::atomic<Runtime*> g_runtimes[kMaxRuntimes];
+Srcu g_srcu;
+absl::Mutex g_mu;
+bool g_installed ABSL_GUARDED_BY(g_mu) = false;
+// The disposition Umap's handler replaced: written once under g_mu before the handler is
+// installed, read by the handler.
+struct sigaction g_previous;
+
+// Whether the faulting access was a write. x86-64 reports the page-fault error code in the
+// signal frame (bit 1: write). Elsewhere the answer is "unknown": the block is installed
+// write-protected and a write takes one more (write-protect) fault.
+bool FaultWasWrite(void* ucontext) {
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(ucontext);
+  return (uc->uc_mcontext.gregs[REG_ERR] & 0x2) != 0;
+#else
+  (void)ucontext;
+  return false;
+#endif
+}
+
+void ChainToPrevious(int sig, siginfo_t* info, void* ucontext) {
+  const struct sigaction& prev = g_previous;
+  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+    prev.sa_sigaction(sig, info, ucontext);
+    return;
+  }
+  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  if (prev.sa_handler == SIG_IGN && info->si_code <= 0) return;  // a kill(2) the app ignores
+  // Default action. A fault re-executes the access when the handler returns and meets the
+  // default disposition; a signal sent by kill(2) is raised again (delivered on return).
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  if (info->si_code <= 0) ::raise(sig);
+}
+
+void OnSigbus(int sig, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  const bool handled = DispatchFaultSignal(sig, info, ucontext);
+  if (!handled) ChainToPrevious(sig, info, ucontext);
+  errno = saved_errno;
+}
+
+}  // namespace
+
+bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext) {
+  // A userfaultfd SIGBUS is a bus error at a user address (BUS_ADRERR); poison (UFFDIO_POISON,
+  // end of file or a failed read) is BUS_MCEERR_AR and must reach the application.
+  if (sig != SIGBUS || info == nullptr || info->si_code != BUS_ADRERR) return false;
+  const uint64_t addr = reinterpret_cast<uint64_t>(info->si_addr);
+  const bool write = FaultWasWrite(ucontext);
+  SrcuReadLock section(g_srcu);
+  for (int i = 0; i < kMaxRuntimes; ++i) {
+    Runtime* rt = g_runtimes[i].load(std::memory_order_acquire);
+    if (rt != nullptr && rt->HandleFaultSignal(addr, write)) return true;
+  }
+  return false;
+}
+
+absl::Status AttachFaultSignal(Runtime* rt) {
+  absl::MutexLock l(&g_mu);
+  if (!g_installed) {
+    struct sigaction sa = {};
+    sa.sa_sigaction = OnSigbus;
+    // SA_NODEFER: a fault inside the handler's own work (it touches no Umap page, but a
+    // nested handler of the application's might) must not find SIGBUS blocked, which would
+    // make the kernel kill the process.
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(SIGBUS, &sa, &g_previous) != 0) {
+      return PosixError(errno, "sigaction(SIGBUS) for signal fault mode");
+    }
+    g_installed = true;
+  }
+  for (int i = 0; i < kMaxRuntimes; ++i) {
+    Runtime* expected = nullptr;
+    if (g_runtimes[i].compare_exchange_strong(expected, rt, std::memory_order_acq_rel)) {
+      return absl::OkStatus();
+    }
+  }
+  return PosixError(ENOMEM, "more than 256 runtimes in signal fault mode");
+}
+
+void DetachFaultSignal(Runtime* rt) {
+  absl::MutexLock l(&g_mu);
+  for (int i = 0; i < kMaxRuntimes; ++i) {
+    Runtime* expected = rt;
+    g_runtimes[i].compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+  }
+  // The handler stays installed: a fault racing with the last runtime's removal still finds
+  // a handler, which chains to the previous one.
+  g_srcu.Synchronize();
+}
+
+}  // namespace umap::runtime
