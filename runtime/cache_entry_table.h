@@ -8,9 +8,20 @@
 // global lock. Waiters sleep on the entry (C++20 atomic wait, a futex).
 //
 // Layout of an entry (bit 63 first):
-//   63 lock | 62 present | 61 dirty | 60 shadow pending | 59 poisoned | 58 staged |
-//   57 syncing | 56 fill queued | 55 queued fill wanted by a write | 53..32 shadow index + 1
-//   (0 = none) | 31..0 cache block index
+//   63 lock | 62 present | 61 dirty | 60 shadow pending | 59 poisoned | 58 staged (the
+//   write-back sink may hold a newer image than the file: a miss asks it first) |
+//   57 syncing | 56 fill queued | 55 queued fill wanted by a write | 54 stash |
+//   53 waiters | 47..32 shadow (or stash) index + 1 (0 = none) | 31..0 cache block index
+//
+// Waiters: a thread about to sleep on the entry (for its lock, or for a change) sets this
+// bit first; Unlock wakes sleepers only when it was set. Without it every unlock would be a
+// futex wake system call whenever any thread sleeps on any entry hashing to the same wait
+// bucket, and a reader waiting for one block of a long fill would be woken block by block.
+//
+// Stash (read-ahead triggers): on a queued fill, "keep this block's data aside instead of
+// installing it"; once filled, a stashed block is not present, owns its cache block, and
+// its data waits in stash buffer `stash_index`. The reader's fault on it is served from
+// memory and starts the next read-ahead window, as the kernel's PG_readahead page does.
 //
 // A queued fill (kFilling) owns the cache block in the cb field: the block is neither
 // present nor evictable, a second fault on it is dropped (the fill wakes every waiter), and
@@ -38,7 +49,9 @@ class CacheEntryTable {
   static constexpr uint64_t kSyncing = 1ull << 57;
   static constexpr uint64_t kFilling = 1ull << 56;
   static constexpr uint64_t kFillWrite = 1ull << 55;
-  static constexpr uint64_t kShadowMask = ((1ull << 22) - 1) << 32;
+  static constexpr uint64_t kStash = 1ull << 54;
+  static constexpr uint64_t kWaiters = 1ull << 53;
+  static constexpr uint64_t kShadowMask = ((1ull << 16) - 1) << 32;
   static constexpr uint64_t kCbMask = 0xffffffffull;
 
   // A decoded view of an entry value.
@@ -52,6 +65,9 @@ class CacheEntryTable {
     bool staged() const { return v & kStaged; }
     bool syncing() const { return v & kSyncing; }
     bool filling() const { return v & kFilling; }
+    // Filled into a stash buffer, not installed (see above).
+    bool stashed() const { return (v & kStash) && !(v & kFilling); }
+    uint32_t stash_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }
     uint32_t cb() const { return static_cast<uint32_t>(v & kCbMask); }
     // Shadow slot, valid when shadow().
     uint32_t shadow_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }
@@ -62,6 +78,10 @@ class CacheEntryTable {
     return (v & ~kShadowMask) | kShadow | (static_cast<uint64_t>(shadow + 1) << 32);
   }
   static uint64_t WithoutShadow(uint64_t v) { return v & ~(kShadowMask | kShadow); }
+  static uint64_t WithStash(uint64_t v, uint32_t stash) {
+    return (v & ~kShadowMask) | kStash | (static_cast<uint64_t>(stash + 1) << 32);
+  }
+  static uint64_t WithoutStash(uint64_t v) { return v & ~(kShadowMask | kStash); }
 
   explicit CacheEntryTable(uint64_t blocks)
       : blocks_(blocks), entries_(new std::atomic<uint64_t>[blocks]) {
@@ -70,24 +90,25 @@ class CacheEntryTable {
 
   uint64_t size() const { return blocks_; }
 
+  // The entry's value (waiters bit cleared).
   Entry Load(uint64_t block) const {
-    return Entry{entries_[block].load(std::memory_order_acquire)};
+    return Entry{entries_[block].load(std::memory_order_acquire) & ~kWaiters};
   }
 
-  // Blocks until the entry's lock is taken; returns the value under the lock (lock bit
-  // cleared in the returned copy).
+  // Blocks until the entry's lock is taken; returns the value under the lock (lock and
+  // waiters bits cleared in the returned copy).
   Entry Lock(uint64_t block) {
     std::atomic<uint64_t>& e = entries_[block];
     uint64_t v = e.load(std::memory_order_relaxed);
     for (;;) {
       if (v & kLock) {
-        e.wait(v, std::memory_order_relaxed);
+        SleepWhile(e, v);
         v = e.load(std::memory_order_relaxed);
         continue;
       }
       if (e.compare_exchange_weak(v, v | kLock, std::memory_order_acquire,
                                   std::memory_order_relaxed)) {
-        return Entry{v};
+        return Entry{v & ~kWaiters};
       }
     }
   }
@@ -99,7 +120,7 @@ class CacheEntryTable {
     while (!(v & kLock)) {
       if (e.compare_exchange_weak(v, v | kLock, std::memory_order_acquire,
                                   std::memory_order_relaxed)) {
-        *out = Entry{v};
+        *out = Entry{v & ~kWaiters};
         return true;
       }
     }
@@ -120,18 +141,50 @@ class CacheEntryTable {
     return false;
   }
 
-  // Publishes `value` (without the lock bit) and wakes waiters.
-  void Unlock(uint64_t block, uint64_t value) {
-    entries_[block].store(value & ~kLock, std::memory_order_release);
-    entries_[block].notify_all();
+  // Clears `bits` if the entry is unlocked and has all of `if_set`; false otherwise.
+  bool TryClear(uint64_t block, uint64_t if_set, uint64_t bits) {
+    std::atomic<uint64_t>& e = entries_[block];
+    uint64_t v = e.load(std::memory_order_relaxed);
+    while (!(v & kLock) && (v & if_set) == if_set) {
+      if (e.compare_exchange_weak(v, v & ~bits, std::memory_order_acq_rel,
+                                  std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;
   }
 
-  // Waits until the entry changes from `seen` (used to wait for a shadow write to finish).
-  void WaitChange(uint64_t block, uint64_t seen) const {
-    entries_[block].wait(seen, std::memory_order_acquire);
+  // Publishes `value` (without the lock bit) and wakes the threads sleeping on the entry.
+  void Unlock(uint64_t block, uint64_t value) {
+    const uint64_t old =
+        entries_[block].exchange(value & ~(kLock | kWaiters), std::memory_order_acq_rel);
+    if (old & kWaiters) entries_[block].notify_all();
+  }
+
+  // Waits until the entry's value is no longer `seen` (compared without the waiters bit).
+  void WaitChange(uint64_t block, uint64_t seen) {
+    std::atomic<uint64_t>& e = entries_[block];
+    uint64_t v = e.load(std::memory_order_acquire);
+    while ((v & ~kWaiters) == (seen & ~kWaiters)) {
+      SleepWhile(e, v);
+      v = e.load(std::memory_order_acquire);
+    }
   }
 
  private:
+  // Sleeps while the entry still holds `v`, after announcing the sleeper (kWaiters). Returns
+  // at once if the entry changed meanwhile; may return spuriously.
+  static void SleepWhile(std::atomic<uint64_t>& e, uint64_t v) {
+    if (!(v & kWaiters)) {
+      if (!e.compare_exchange_strong(v, v | kWaiters, std::memory_order_relaxed,
+                                     std::memory_order_relaxed)) {
+        return;  // changed meanwhile: the caller looks again
+      }
+      v |= kWaiters;
+    }
+    e.wait(v, std::memory_order_acquire);
+  }
+
   const uint64_t blocks_;
   std::unique_ptr<std::atomic<uint64_t>[]> entries_;
 };

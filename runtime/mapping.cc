@@ -33,9 +33,21 @@ Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
       slot_(p.slot),
       file_(std::move(file)),
       table_(p.region_length / rt->geometry().block_size),
-      write_back_(std::make_unique<DirectWriteBack>(file_.get(), block_size_)) {}
+      write_back_(std::make_unique<DirectWriteBack>(file_.get(), block_size_)),
+      stash_free_(kStashes) {
+  // Read-ahead trigger buffers (allocated once: the fault path allocates nothing). Without
+  // them read-ahead simply has no triggers.
+  stash_arena_ = MapBuffer(size_t{kStashes} * block_size_);
+  if (stash_arena_ != nullptr) {
+    for (uint32_t i = 0; i < kStashes; ++i) stash_free_.Push(i);
+  }
+}
 
-Mapping::~Mapping() = default;
+Mapping::~Mapping() {
+  UnmapBuffer(stash_arena_, size_t{kStashes} * block_size_);
+}
+
+char* Mapping::StashBuffer(uint32_t i) const { return stash_arena_ + size_t{i} * block_size_; }
 
 size_t Mapping::ValidBytes(uint64_t block) const {
   uint64_t start = file_offset_ + block * block_size_;
@@ -79,12 +91,24 @@ Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* c
     if (valid > 0 && *cb == BlockPool::kNone) {
       Table::Entry pk = table_.Load(block);
       if (pk.filling()) return MissLock::kFilling;
+      if (pk.stashed()) {
+        // Read ahead into a stash buffer: it owns its cache block, nothing to acquire.
+        *e = table_.Lock(block);
+        if (e->stashed()) return MissLock::kStashed;
+        table_.Unlock(block, e->v);
+        continue;
+      }
       if (!IsFilled(pk)) {
         *cb = rt_->AcquireBlock();
         if (*cb == BlockPool::kNone) break;  // reported by the caller, under the lock
       }
     }
     *e = table_.Lock(block);
+    if (e->stashed()) {
+      if (*cb != BlockPool::kNone) rt_->pool().Release(*cb);
+      *cb = BlockPool::kNone;
+      return MissLock::kStashed;
+    }
     if (IsFilled(*e) || e->filling()) {
       // Filled (or poisoned, or queued) by another thread after this fault was raised.
       const bool filling = e->filling();
@@ -98,12 +122,56 @@ Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* c
     table_.Unlock(block, e->v);
   }
   *e = table_.Lock(block);
+  if (e->stashed()) return MissLock::kStashed;
   if (IsFilled(*e) || e->filling()) {
     const bool filling = e->filling();
     table_.Unlock(block, e->v);
     return filling ? MissLock::kFilling : MissLock::kResolved;
   }
   return MissLock::kLocked;  // with no cache block
+}
+
+bool Mapping::ClaimQueuedFill(uint64_t block) {
+  // A queued read-ahead fill marked as a trigger would not be installed: a thread now waits
+  // for this block, so it must be (a thread blocked in the kernel, handler mode, is only
+  // woken by the install). Clear the mark while the fill is still queued or in flight; if
+  // the fill completed meanwhile (stashed, or installed), the caller handles it afresh.
+  for (;;) {
+    Table::Entry e = table_.Load(block);
+    if (!e.filling()) return false;
+    if (!(e.v & Table::kStash)) return true;
+    if (table_.TryClear(block, Table::kFilling | Table::kStash, Table::kStash)) return true;
+    std::this_thread::yield();  // locked by the completing channel for a moment
+  }
+}
+
+void Mapping::ServeStash(uint64_t block, Table::Entry e, bool write, pid_t tid) {
+  // Entry locked, stashed: install from the stash buffer; the cache block is its own.
+  const uint32_t idx = e.stash_index();
+  const uint32_t cb = e.cb();
+  const size_t valid = ValidBytes(block);
+  int err = InstallBlock(block, StashBuffer(idx), valid, write && writable_);
+  const uint64_t v = Table::WithoutStash(e.v) & ~Table::kCbMask;
+  stash_free_.Push(idx);
+  if (err != 0) {
+    rt_->pool().Release(cb);
+    RaiseSigbus(block, v, tid, PosixError(err, "UFFDIO_COPY"));
+    return;
+  }
+  PublishFilled(block, v, cb, write && writable_, tid);
+}
+
+void Mapping::DropStash(uint64_t block) {
+  if (block >= table_.size()) return;
+  Table::Entry e;
+  if (!table_.TryLock(block, &e)) return;  // busy: left for its fault or the teardown
+  if (!e.stashed()) {
+    table_.Unlock(block, e.v);
+    return;
+  }
+  rt_->pool().Release(e.cb());
+  stash_free_.Push(e.stash_index());
+  table_.Unlock(block, Table::WithoutStash(e.v) & ~Table::kCbMask);
 }
 
 void Mapping::WaitWhileFilling(uint64_t block) {
@@ -145,10 +213,18 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
       // installed writable (best effort: if the fill is already installing, the writer takes
       // one write-protect fault instead). Handler mode: the fill wakes every thread blocked
       // on the block. Signal mode: this thread waits for the fill itself.
+      if (!ClaimQueuedFill(block)) {
+        HandleMissing(block, write, tid, staging);  // it was stashed meanwhile
+        return;
+      }
       if (write && writable_) table_.TryOr(block, Table::kFilling, Table::kFillWrite);
       c.stale_faults.fetch_add(1, std::memory_order_relaxed);
       MaybePrefetch(block);
       if (signal_mode_) WaitWhileFilling(block);
+      return;
+    case MissLock::kStashed:
+      ServeStash(block, e, write, tid);
+      MaybePrefetch(block);  // the trigger: the next window starts while the reader goes on
       return;
     case MissLock::kResolved:
       // Waking again is harmless and covers a race with the queue (handler mode only: in
@@ -310,10 +386,11 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool wri
 }
 
 void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
-                        bool kick) {
+                        bool kick, bool stash) {
   rt_->set_fill_tid(cb, tid);
-  const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite)) | Table::kFilling | cb |
-                     (write && writable_ ? Table::kFillWrite : 0);
+  const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite | Table::kStash)) |
+                     Table::kFilling | cb | (write && writable_ ? Table::kFillWrite : 0) |
+                     (stash ? Table::kStash : 0);
   table_.Unlock(block, v);
   if (tid != 0) misses_.fetch_add(1, std::memory_order_relaxed);  // 0: read-ahead
   io_->Submit(ioq_, block, cb, kick);
@@ -339,8 +416,10 @@ bool Mapping::MaybePrefetch(uint64_t block) {
   if (max == 0) return false;
   Stream* s = FindStream(block);
   if (s == nullptr) {
-    // A new stream replaces the next victim (round robin over a few streams).
+    // A new stream replaces the next victim (round robin over a few streams); the old one's
+    // trigger, if its reader never came, gives back its stash buffer and cache block.
     Stream& t = streams_[stream_victim_.fetch_add(1, std::memory_order_relaxed) % kStreams];
+    DropStash(t.trigger.exchange(~0ull, std::memory_order_relaxed));
     t.next.store(block + 1, std::memory_order_relaxed);
     t.length.store(0, std::memory_order_relaxed);
     t.ahead.store(block + 1, std::memory_order_relaxed);
@@ -354,11 +433,17 @@ bool Mapping::MaybePrefetch(uint64_t block) {
   // Keep about one window ahead of the reader; refill once half of it is consumed.
   if (ahead > block + 1 + window / 2) return true;
   const uint64_t to = std::min<uint64_t>(table_.size(), block + 1 + window);
+  // The trigger: a block half a window ahead of the reader is kept aside, not installed, so
+  // that the reader faults on it and queues the next half window while half a window is
+  // still ahead of it; without it the reader would run into the end of the window and wait
+  // for the whole next one (one read in flight at a time).
+  const uint64_t trigger =
+      window >= 16 ? std::max<uint64_t>(ahead, block + 1 + window / 2) : ~0ull;
   uint64_t p = ahead;
   for (; p < to; ++p) {
     Table::Entry pe = table_.Load(p);
     if (pe.present() || pe.poisoned() || pe.filling() || pe.shadow() || pe.staged() ||
-        pe.locked()) {
+        pe.stashed() || pe.locked()) {
       continue;
     }
     if (ValidBytes(p) == 0) break;
@@ -369,12 +454,15 @@ bool Mapping::MaybePrefetch(uint64_t block) {
       rt_->pool().Release(cb);
       continue;
     }
-    if (e.present() || e.poisoned() || e.filling() || e.shadow() || e.staged()) {
+    if (e.present() || e.poisoned() || e.filling() || e.shadow() || e.staged() ||
+        e.stashed()) {
       table_.Unlock(p, e.v);
       rt_->pool().Release(cb);
       continue;
     }
-    QueueFill(p, e.v, cb, /*write=*/false, /*tid=*/0, /*kick=*/false);
+    const bool stash = p == trigger;
+    if (stash) DropStash(s->trigger.exchange(p, std::memory_order_relaxed));
+    QueueFill(p, e.v, cb, /*write=*/false, /*tid=*/0, /*kick=*/false, stash);
     prefetched_.fetch_add(1, std::memory_order_relaxed);
   }
   s->ahead.store(p, std::memory_order_relaxed);
@@ -425,15 +513,22 @@ int Mapping::Install(uint64_t first, uint32_t count, const char* buf, const uint
   const size_t page = rt_->page_size();
   uint32_t i = 0;
   while (i < count) {
+    if (entries[i] & Table::kStash) {  // kept aside in a stash buffer by Complete
+      ++i;
+      continue;
+    }
     const bool write = writable_ && (entries[i] & Table::kFillWrite);
     uint32_t j = i + 1;
-    while (j < count && (writable_ && (entries[j] & Table::kFillWrite)) == write) ++j;
+    while (j < count && !(entries[j] & Table::kStash) &&
+           (writable_ && (entries[j] & Table::kFillWrite)) == write) {
+      ++j;
+    }
     // One copy for the stretch; the last block of the file may end inside it.
     const size_t valid_last = ValidBytes(first + j - 1);
     const size_t last_pages = RoundUp(valid_last, page);
     const size_t len = size_t{j - i - 1} * block_size_ + last_pages;
     int err = rt_->uffd().Copy(BlockAddr(first + i), buf + size_t{i} * block_size_, len,
-                               /*write_protect=*/writable_ && !write);
+                               /*write_protect=*/writable_ && !write, /*dont_wake=*/signal_mode_);
     if (err != 0) return err;
     if (last_pages < block_size_) {
       err = rt_->uffd().Poison(BlockAddr(first + j - 1) + last_pages, block_size_ - last_pages);
@@ -448,6 +543,7 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
   Counters& c = rt_->counters();
   constexpr uint32_t kChunk = 64;
   uint64_t entries[kChunk];
+  uint32_t stash_of_[kChunk];
   if (buf != nullptr) {
     // Bytes past end of file inside the last page read as zeros, as with mmap.
     const size_t valid = ValidBytes(run.first, run.count);
@@ -461,13 +557,41 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
     const uint64_t first = run.first + done;
     // Ascending order; nobody else holds two entry locks while waiting, so no deadlock.
     for (uint32_t i = 0; i < n; ++i) entries[i] = table_.Lock(first + i).v;
+    // A read-ahead trigger goes to a stash buffer instead of the address space, unless a
+    // writer waits for it (it is then an ordinary fill) or no buffer is free.
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!(entries[i] & Table::kStash)) continue;
+      if (!st.ok() || (entries[i] & Table::kFillWrite)) {
+        entries[i] &= ~Table::kStash;
+        continue;
+      }
+      const uint32_t idx = stash_free_.Pop();
+      if (idx == IndexStack::kEmpty) {
+        entries[i] &= ~Table::kStash;
+        continue;
+      }
+      stash_of_[i] = idx;
+      const size_t valid = ValidBytes(first + i);
+      char* dst = StashBuffer(idx);
+      std::memcpy(dst, buf + (size_t{done} + i) * block_size_, valid);
+      if (valid < block_size_) std::memset(dst + valid, 0, block_size_ - valid);
+    }
     int err = 0;
     if (st.ok()) err = Install(first, n, buf + size_t{done} * block_size_, entries);
     for (uint32_t i = 0; i < n; ++i) {
       const uint64_t b = first + i;
-      const uint64_t v = entries[i] & ~(Table::kFilling | Table::kFillWrite | Table::kCbMask);
+      const uint64_t v =
+          entries[i] & ~(Table::kFilling | Table::kFillWrite | Table::kCbMask | Table::kStash);
       const uint32_t cb = static_cast<uint32_t>(entries[i] & Table::kCbMask);
       const pid_t tid = rt_->fill_tid(cb);
+      if (entries[i] & Table::kStash) {
+        if (err == 0) {
+          // Stashed: not present, keeps its cache block; the reader's fault installs it.
+          table_.Unlock(b, Table::WithStash(v, stash_of_[i]) | cb);
+          continue;
+        }
+        stash_free_.Push(stash_of_[i]);  // the run failed: handled as an ordinary fill below
+      }
       if (absl::IsCancelled(st)) {
         // The mapping is going away: nobody waits, nothing to install.
         rt_->pool().Release(cb);
@@ -892,6 +1016,7 @@ void Mapping::ReleaseAll() {
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Load(b);
     if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+    if (e.stashed()) pool.Release(e.cb());  // a stashed block's cache block is held busy
   }
 }
 

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/cache_entry_table.h"
 #include "runtime/eviction_batch.h"
+#include "runtime/index_stack.h"
 #include "runtime/io/io_manager.h"
 #include "runtime/write_back.h"
 #include "umap/env.h"
@@ -151,8 +152,9 @@ class Mapping final : public io::IoFileClient {
   void WakeOrLog(char* addr);
   // Locking a missing block's entry for a fill: kLocked (entry locked; *cb holds a cache
   // block, or kNone if none could be freed or the block is past end of file), kResolved
-  // (another thread filled or poisoned it), kFilling (a fill is queued or in flight).
-  enum class MissLock { kLocked, kResolved, kFilling };
+  // (another thread filled or poisoned it), kFilling (a fill is queued or in flight),
+  // kStashed (entry locked: a read-ahead trigger waiting in a stash buffer).
+  enum class MissLock { kLocked, kResolved, kFilling, kStashed };
   MissLock LockMissing(uint64_t block, size_t valid, uint32_t* cb, CacheEntryTable::Entry* e);
   // Signal mode: sleeps until the queued fill of `block` has completed or failed.
   void WaitWhileFilling(uint64_t block);
@@ -178,7 +180,15 @@ class Mapping final : public io::IoFileClient {
   // Queues a fill of `block` into cache block `cb` (entry locked by the caller, who passes
   // its value; the entry is unlocked here).
   void QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
-                 bool kick = true);
+                 bool kick = true, bool stash = false);
+  // A thread waits for the queued fill of `block`: clears its trigger mark so that it is
+  // installed. False when the fill completed meanwhile (the caller starts over).
+  bool ClaimQueuedFill(uint64_t block);
+  // Installs a stashed block (entry locked) from its stash buffer.
+  void ServeStash(uint64_t block, CacheEntryTable::Entry e, bool write, pid_t tid);
+  // Gives back the stash of `block` if it is stashed (an abandoned trigger); ~0: nothing.
+  void DropStash(uint64_t block);
+  char* StashBuffer(uint32_t i) const;
   // Installs blocks [first, first+count) from buf: one UFFDIO_COPY per stretch of equal
   // protection. Entries are locked by the caller; returns 0 or the errno.
   int Install(uint64_t first, uint32_t count, const char* buf, const uint64_t* entries);
@@ -247,9 +257,14 @@ class Mapping final : public io::IoFileClient {
     std::atomic<uint64_t> next{~0ull};
     std::atomic<uint32_t> length{0};
     std::atomic<uint64_t> ahead{0};  // read-ahead queued up to here (exclusive)
+    std::atomic<uint64_t> trigger{~0ull};  // its read-ahead trigger block (~0: none)
   };
   Stream streams_[kStreams];
   Stream* FindStream(uint64_t block) const;
+  // Read-ahead trigger buffers: at most kStashes triggers of this mapping wait at a time.
+  static constexpr uint32_t kStashes = 16;
+  char* stash_arena_ = nullptr;
+  IndexStack stash_free_;
   std::atomic<uint32_t> stream_victim_{0};
 };
 

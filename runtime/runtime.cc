@@ -102,10 +102,10 @@ absl::Status Runtime::Start() {
   if (signal_mode_) {
     // No handler threads: the faulting threads resolve their faults, the I/O manager drives
     // its channels (read-ahead, descriptor-less files) with threads of its own.
-    const size_t len = size_t{kStagingBuffers} * geo_.block_size;
-    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return PosixError(errno, "allocating the fault staging buffers");
-    staging_arena_ = static_cast<char*>(p);
+    staging_arena_ = MapBuffer(size_t{kStagingBuffers} * geo_.block_size);
+    if (staging_arena_ == nullptr) {
+      return PosixError(ENOMEM, "allocating the fault staging buffers");
+    }
     staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
     for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
     RETURN_IF_ERROR(AttachFaultSignal(this));
@@ -167,9 +167,7 @@ Runtime::~Runtime() {
   if (pidfd_ >= 0) ::close(pidfd_);
   if (signal_mode_) {
     DetachFaultSignal(this);
-    if (staging_arena_ != nullptr) {
-      ::munmap(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
-    }
+    UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
   }
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr) {

@@ -194,6 +194,15 @@ absl::StatusOr<char*> ReserveRegion(void* addr, size_t len, int prot, bool fixed
 
 void ReleaseRegion(char* base, size_t len) { ::munmap(base, len); }
 
+char* MapBuffer(size_t len) {
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+}
+
+void UnmapBuffer(char* p, size_t len) {
+  if (p != nullptr) ::munmap(p, len);
+}
+
 int DiscardPages(void* addr, size_t len) {
   // The system call itself, not libc's madvise(): handler threads evict, and an LD_PRELOAD
   // shim (runtime/preload) answers an application's MADV_DONTNEED on a mapping by doing
