@@ -126,8 +126,10 @@ absl::Status WriteEngine::Write(File* file, absl::Span<const WritePiece> pieces,
                                 absl::FunctionRef<void()> before_each) {
   Call call(file, pieces, options_.max_io_bytes);
   // An armed crash point does not make the writes sequential: a kill must be able to land
-  // while writes are in flight, as a real crash does (see WriteConcurrently).
-  const bool concurrent = options_.use_uring && file->fd() >= 0 && call.runs.size() > 1;
+  // while writes are in flight, as a real crash does (see WriteConcurrently). A single run
+  // goes through the ring too: it is one vectored write there, where WriteOneByOne would
+  // issue one File::WriteAt (one DFS request) per piece.
+  const bool concurrent = options_.use_uring && file->fd() >= 0 && !call.runs.empty();
   std::unique_ptr<Ring> ring;
   if (concurrent) ring = TakeRing();
   if (ring == nullptr || !ring->ok) return WriteOneByOne(call, before_each);

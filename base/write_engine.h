@@ -3,7 +3,8 @@
 //
 // Pieces adjacent in the file merge into one vectored write of at most `max_io_bytes`; with
 // io_uring up to `depth` of those are in flight at once (a DFS charges per request, so a
-// write-back of scattered blocks must not be a row of round trips). Every write has a
+// write-back of scattered blocks must not be a row of round trips). Without io_uring or a
+// descriptor each piece is one File::WriteAt, one at a time. Every write has a
 // deadline of `timeout_us`: on expiry it is cancelled and, if it cannot be cancelled (a hung
 // FUSE request), still waited for, because its buffer belongs to the caller. Short writes are
 // completed synchronously; EINTR is retried by File::WriteAt.
