@@ -284,11 +284,16 @@ void WriteEngine::Reap(Call& call, io_uring* ring) {
     call.started[tag] = 0;
     const int res = cqe->res;
     if (res < 0) {
+      // An expired write fails the call with ETIMEDOUT however it ends: cancelled
+      // (ECANCELED), interrupted because the cancellation reached a FUSE server as
+      // FUSE_INTERRUPT (EINTR, which would otherwise read as "retry at once"), or failed
+      // late by the server.
       call.NoteError(
-          call.timed_out[tag] && res == -ECANCELED
+          call.timed_out[tag]
               ? PosixError(ETIMEDOUT, absl::StrCat("write of ", call.file->name(), " at offset ",
                                                    r.offset, " timed out (io_timeout_ms=",
-                                                   options_.timeout_us / 1000, ")"))
+                                                   options_.timeout_us / 1000,
+                                                   "; it then ended with errno ", -res, ")"))
               : PosixError(-res, absl::StrCat("write of ", r.bytes, " bytes to ",
                                               call.file->name(), " at offset ", r.offset)));
       continue;

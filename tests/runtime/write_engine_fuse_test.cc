@@ -289,5 +289,45 @@ TEST_F(WriteEnginePageCacheFuseTest, OnAPageCacheHandleTheKernelSendsTheWritesOn
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(BackingBlock(2 * i), w.bytes[i]) << i;
 }
 
+// On a page-cache handle io_uring runs the write in a worker thread, which the kernel's FUSE
+// client makes wait for the server. Cancelling it at the deadline signals that worker, and
+// the kernel sends FUSE_INTERRUPT: a server that honours it answers EINTR at once, and the
+// engine reports the expired write as ETIMEDOUT (not EINTR, which would read as "retry now").
+TEST_F(WriteEnginePageCacheFuseTest, ACancellationTheServerHonoursEndsTheWriteAsEtimedout) {
+  std::unique_ptr<WriteEngine> e = Engine(8, /*timeout_ms=*/100);
+  Blocks w({6});
+  ASSERT_OK(fs_->Arm("write path=data stall=forever intr=1").status());
+  absl::Status st = e->Write(file_.get(), w.pieces, [] {});
+  EXPECT_EQ(ErrnoFromStatus(st), ETIMEDOUT) << st;
+  EXPECT_EQ(fs_->Stat("interrupts").value(), 1);
+  std::vector<FaultFuse::Request> writes = Writes(*fs_);
+  ASSERT_EQ(writes.size(), 1u);
+  EXPECT_TRUE(writes[0].interrupted);
+  EXPECT_EQ(writes[0].result, -EINTR);
+  EXPECT_EQ(BackingBlock(6), PatternAt(6 * kBlock, kBlock));
+  EXPECT_EQ(e->counters().write_timeouts.load(), 1u);
+}
+
+// A server that ignores the interrupt (hung): the engine waits for it, then ETIMEDOUT.
+TEST_F(WriteEnginePageCacheFuseTest, AHungWriteThatIgnoresTheInterruptIsWaitedFor) {
+  std::unique_ptr<WriteEngine> e = Engine(8, /*timeout_ms=*/100);
+  Blocks w({6});
+  ASSERT_OK(fs_->Arm("write path=data stall=forever").status());
+  std::atomic<bool> returned{false};
+  absl::Status st;
+  std::thread writer([&] {
+    st = e->Write(file_.get(), w.pieces, [] {});
+    returned = true;
+  });
+  ASSERT_OK(fs_->WaitStalled(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_FALSE(returned.load());
+  EXPECT_EQ(fs_->Stat("interrupts").value(), 1);
+  EXPECT_EQ(fs_->Release("", EIO).value(), 1);
+  writer.join();
+  EXPECT_EQ(ErrnoFromStatus(st), ETIMEDOUT) << st;
+  EXPECT_EQ(BackingBlock(6), PatternAt(6 * kBlock, kBlock));
+}
+
 }  // namespace
 }  // namespace umap
