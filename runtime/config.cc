@@ -57,6 +57,7 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.io_direct = c.io_direct != 0;
   o.prefetch_bytes = c.prefetch_bytes;
   o.fault_mode = c.fault_mode;
+  o.stats_period_ms = c.stats_period_ms;
   return o;
 }
 
@@ -113,6 +114,7 @@ extern "C" int umap_config_init(umap_config* c) {
   c->io_direct = d.io_direct ? 1 : 0;
   c->prefetch_bytes = d.prefetch_bytes;
   c->fault_mode = d.fault_mode;
+  c->stats_period_ms = d.stats_period_ms;
 
   bool ok = true;
   auto bytes = [&](const char* name, size_t* field) {
@@ -140,6 +142,7 @@ extern "C" int umap_config_init(umap_config* c) {
   count("UMAP_IO_DEPTH", &c->io_depth);
   count("UMAP_IO_TIMEOUT_MS", &c->io_timeout_ms);
   count("UMAP_IO_RETRIES", &c->io_retries);
+  count("UMAP_STATS_PERIOD_MS", &c->stats_period_ms);
   bytes("UMAP_IO_MAX_BYTES", &c->io_max_bytes);
   bytes("UMAP_PREFETCH_BYTES", &c->prefetch_bytes);
   if (const char* v = std::getenv("UMAP_IO_DIRECT")) {

@@ -76,15 +76,16 @@ absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
       new JournalWriteBack(journal, file, block_size, policy, mapping_id));
 }
 
-absl::Status JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
+WriteBackResult JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
   if (policy_ == journal::Policy::kAtomic) {
     absl::MutexLock l(&apply_mu_);
     for (const BlockImage& image : images) {
       absl::string_view data(image.data.data(), image.data.size());
-      RETURN_IF_ERROR(journal_->Run(
-          [&](journal::Journal& j) { return j.Stage(mapping_id_, image.block, data); }));
+      absl::Status s = journal_->Run(
+          [&](journal::Journal& j) { return j.Stage(mapping_id_, image.block, data); });
+      if (!s.ok()) return {std::move(s)};
     }
-    return absl::OkStatus();
+    return {};
   }
   // Relaxed: the evicted blocks are committed as one transaction (each block is independent;
   // committing them together only makes them atomic together) and applied at once. They
@@ -155,13 +156,13 @@ absl::StatusOr<bool> JournalWriteBack::ReadEvicted(uint64_t block, absl::Span<ch
   return false;  // the file holds the newest version
 }
 
-absl::Status JournalWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t first,
-                                    uint64_t end) {
+WriteBackResult JournalWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t first,
+                                       uint64_t end) {
   return CommitAndApply(images, first, end, /*sync_file=*/true);
 }
 
-absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> images,
-                                              uint64_t first, uint64_t end, bool sync_file) {
+WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> images,
+                                                 uint64_t first, uint64_t end, bool sync_file) {
   std::vector<journal::BlockWrite> writes;
   writes.reserve(images.size());
   for (const BlockImage& im : images) {
@@ -170,7 +171,7 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
   absl::MutexLock l(&apply_mu_);
   // Survivors of an earlier failed commit come first: they are older, and in the atomic
   // policy they hold staged images that this commit would no longer find.
-  RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
+  if (absl::Status s = AdoptSurvivors(/*for_read=*/false); !s.ok()) return {std::move(s)};
   UMAP_IF_MUTATION(kApplyBeforeCommit) {
     // Deliberately wrong (test-only, base/mutation.h): the file sees the blocks before the
     // journal holds them, so a kill from here to the commit leaves a partial, unjournaled
@@ -193,7 +194,7 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
   if (!txn.ok()) {
     commit_failed_ = true;
     failed_instance_ = instance;
-    return txn.status();
+    return {txn.status()};
   }
   UMAP_CRASH_POINT("journal.after_commit");
   UMAP_IF_MUTATION(kGcBeforeSync) {
@@ -210,7 +211,9 @@ absl::Status JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> image
     last_lsn_ = std::max(last_lsn_, lsn);
     unapplied_.emplace(lsn, *std::move(txn));
   }
-  return ApplyPending(sync_file);
+  // Committed: whatever becomes of the apply, the journal holds these images now, and an
+  // apply that fails is retried by the next Sync (never journaled again).
+  return {ApplyPending(sync_file), /*kept=*/true};
 }
 
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
@@ -240,9 +243,23 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
     return s;
   }
   UMAP_CRASH_POINT("apply.after_sync");
-  std::vector<uint64_t> lsns;
-  lsns.reserve(applied_unsynced_.size());
-  for (const auto& [lsn, t] : applied_unsynced_) lsns.push_back(lsn);
+  for (const auto& [lsn, t] : applied_unsynced_) {
+    to_mark_.push_back(lsn);
+    to_mark_bytes_ += Bytes(t);
+  }
+  applied_unsynced_.clear();
+  applied_unsynced_bytes_ = 0;
+  // The data is durable in the file; a failed mark only leaves records that a replay would
+  // rewrite with the same bytes. They stay listed for the next batch.
+  return MarkAppliedBatch(/*force=*/false);
+}
+
+absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {
+  if (to_mark_.empty()) return absl::OkStatus();
+  if (!force && to_mark_.size() < kMarkBatch && to_mark_bytes_ < kMarkBytes) {
+    return absl::OkStatus();
+  }
+  std::vector<uint64_t> lsns = to_mark_;
   UMAP_IF_MUTATION(kGcBeforeSync) {
     // Already marked right after their commit: MarkApplied of a deleted LSN is kNotFound.
     journal_->Run([&](journal::Journal& j) {
@@ -255,16 +272,18 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   }
   absl::Status s =
       journal_->Run([&](journal::Journal& j) { return j.MarkApplied(absl::MakeConstSpan(lsns)); });
-  // The data is durable in the file; a failure here only leaves records that a replay would
-  // rewrite with the same bytes. Keep them listed to mark at the next sync.
   if (s.ok()) {
-    applied_unsynced_.clear();
-    applied_unsynced_bytes_ = 0;
+    to_mark_.clear();
+    to_mark_bytes_ = 0;
   }
   return s;
 }
 
 absl::Status JournalWriteBack::Close() {
+  {
+    absl::MutexLock l(&apply_mu_);
+    RETURN_IF_ERROR(MarkAppliedBatch(/*force=*/true));
+  }
   return journal_->Run([&](journal::Journal& j) { return j.UnregisterMapping(mapping_id_); });
 }
 

@@ -76,6 +76,15 @@ class JournalHandle {
   }
 
   const std::string& dir() const { return options_.dir; }
+  // The journal's figures, without waiting: false when a reopen holds the journal (or none
+  // is open). For observers that must never block (the stats publisher).
+  bool TryStats(journal::Journal::Stats* out) const {
+    if (!mu_.ReaderTryLock()) return false;
+    const bool open = journal_ != nullptr;
+    if (open) *out = journal_->stats();
+    mu_.ReaderUnlock();
+    return open;
+  }
   // Successful reopens so far: identifies the Journal instance in use. May be read inside
   // Run/Read (no lock).
   uint64_t reopens() const { return reopens_.load(std::memory_order_acquire); }
@@ -103,10 +112,10 @@ class JournalWriteBack final : public WriteBack {
                                                                   journal::Policy policy,
                                                                   journal::Contents contents);
 
-  absl::Status Evicted(absl::Span<const BlockImage> images) override;
+  WriteBackResult Evicted(absl::Span<const BlockImage> images) override;
   bool keeps_evicted() const override { return policy_ == journal::Policy::kAtomic; }
   absl::StatusOr<bool> ReadEvicted(uint64_t block, absl::Span<char> dst) override;
-  absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
+  WriteBackResult Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
   // Forgets the mapping in the journal (after its last successful Sync).
   absl::Status Close() override;
 
@@ -122,7 +131,7 @@ class JournalWriteBack final : public WriteBack {
         mapping_id_(mapping_id) {}
 
   // Commits images (+ staged blocks in [first, end)), then applies to the file.
-  absl::Status CommitAndApply(absl::Span<const BlockImage> images, uint64_t first,
+  WriteBackResult CommitAndApply(absl::Span<const BlockImage> images, uint64_t first,
                               uint64_t end, bool sync_file);
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
   // fdatasyncs and marks them (and earlier applied-unsynced ones) applied.
@@ -150,6 +159,18 @@ class JournalWriteBack final : public WriteBack {
   // they are applied again (never trust a later fsync after a failed one).
   std::map<uint64_t, journal::Transaction> applied_unsynced_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t applied_unsynced_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  // Transactions applied and fdatasync'ed whose records are not marked applied yet. Marking
+  // is a RocksDB write that queues behind other writers' WAL fsyncs; doing it once for a
+  // batch keeps it off most umsyncs' path (measured: 4 threads of 4 KiB umsyncs on their own
+  // files, 0.8-1.1k -> 1.8-2.8k umsyncs/s). Re-applying a marked-late transaction after a
+  // crash is idempotent, so the cost is at most kMarkBatch extra replays. Marked when
+  // kMarkBatch accumulate or their payload reaches kMarkBytes (bounded memtable use), and
+  // at Close.
+  static constexpr size_t kMarkBatch = 32;
+  static constexpr uint64_t kMarkBytes = 1 << 20;
+  std::vector<uint64_t> to_mark_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t to_mark_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  absl::Status MarkAppliedBatch(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The newest LSN this sink committed or adopted, and whether a Commit failed since.
   uint64_t last_lsn_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool commit_failed_ ABSL_GUARDED_BY(apply_mu_) = false;

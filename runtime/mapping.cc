@@ -137,6 +137,7 @@ bool Mapping::ResolveFault(uint64_t addr, bool write, pid_t tid) {
 
 void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging) {
   Counters& c = rt_->counters();
+  faults_.fetch_add(1, std::memory_order_relaxed);
   char* addr = BlockAddr(block);
   const size_t valid = ValidBytes(block);
   uint32_t cb;
@@ -203,6 +204,12 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
 }
 
 absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid) {
+  // Shown by umap-stat while it runs (a stalled file system stalls this very call).
+  struct Tracked {
+    io::IoManager* io;
+    int token;
+    ~Tracked() { io->EndInlineRead(token); }
+  } tracked{io_, io_->BeginInlineRead(ioq_, ByteOffset(block), valid)};
   // O_DIRECT reads whole blocks (aligned length); at end of file the read returns short.
   File* f = read_file();
   const bool direct = f != file_.get();
@@ -245,12 +252,15 @@ void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool di
   const uint64_t v = (entry & (Table::kShadow | Table::kShadowMask | Table::kStaged)) |
                      Table::kPresent | cb | (dirty ? Table::kDirty : 0);
   table_.Unlock(block, v);
+  resident_.fetch_add(1, std::memory_order_relaxed);
+  if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
   rt_->refs().Touch(tid, cb);
   rt_->counters().faults_missing.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
   Counters& c = rt_->counters();
+  misses_.fetch_add(1, std::memory_order_relaxed);  // now: the read may stall
   const size_t valid = ValidBytes(block);
   char* buf = rt_->AcquireStaging();
   absl::Status st = ReadBlock(block, buf, valid);
@@ -295,7 +305,10 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool wri
     RaiseSigbus(block, e.v, tid, status.ok() ? PosixError(err, "UFFDIO_COPY") : status);
     return;
   }
-  if (from_file) c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+  if (from_file) {
+    c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+    misses_.fetch_add(1, std::memory_order_relaxed);
+  }
   PublishFilled(block, e.v, cb, write && writable_, tid);
 }
 
@@ -305,6 +318,7 @@ void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write,
   const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite)) | Table::kFilling | cb |
                      (write && writable_ ? Table::kFillWrite : 0);
   table_.Unlock(block, v);
+  if (tid != 0) misses_.fetch_add(1, std::memory_order_relaxed);  // 0: read-ahead
   io_->Submit(ioq_, block, cb, kick);
 }
 
@@ -480,6 +494,8 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       const bool dirty = writable_ && (entries[i] & Table::kFillWrite);
       rt_->pool().Publish(cb, Owner(b));
       table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0));
+      resident_.fetch_add(1, std::memory_order_relaxed);
+      if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
       if (tid != 0) {
         rt_->refs().Touch(tid, cb);
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);
@@ -509,6 +525,8 @@ void Mapping::HandleWriteProtect(uint64_t block) {
       return;
     }
     table_.Unlock(block, e.v | Table::kDirty);
+    dirty_.fetch_add(1, std::memory_order_relaxed);
+    first_writes_.fetch_add(1, std::memory_order_relaxed);
     c.faults_wp.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -593,17 +611,20 @@ void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
     table_.Unlock(victim.block,
                   Table::WithShadow(victim.locked_value & ~Table::kDirty, victim.shadow));
+    dirty_.fetch_sub(1, std::memory_order_relaxed);
     shadows.Enqueue(victim.shadow);
     return;
   }
   if (victim.shadow != IndexStack::kEmpty) {
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
     table_.Unlock(victim.block, victim.unlock_value);
+    dirty_.fetch_sub(1, std::memory_order_relaxed);
     shadows.Enqueue(victim.shadow);
     c.dirty_evictions.fetch_add(1, std::memory_order_relaxed);
   } else {
     table_.Unlock(victim.block, victim.unlock_value);
   }
+  resident_.fetch_sub(1, std::memory_order_relaxed);
   c.evictions.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -619,18 +640,26 @@ bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
     const ShadowPool::Shadow& sh = shadows.at(s);
     images.push_back({first_file_block() + sh.block, absl::MakeConstSpan(sh.data, sh.len)});
   }
-  absl::Status st = write_back_->Evicted(images);
-  if (!st.ok()) {
-    int err = ErrnoFromStatus(st);
-    for (uint32_t s : order) {
-      if (shadows.at(s).error.exchange(err, std::memory_order_relaxed) == 0 && s == order[0]) {
-        UMAP_LOG(kError, "write-back of ", order.size(), " evicted blocks of ", file_->name(),
-                 " failed (kept in memory, retrying): ", st.ToString());
-      }
-    }
+  WriteBackResult r = write_back_->Evicted(images);
+  if (!r.ok()) {
+    int err = ErrnoFromStatus(r.status);
     rt_->counters().io_errors.fetch_add(1, std::memory_order_relaxed);
     rt_->NoteWriteBackError(err);
-    return false;
+    if (!r.kept) {
+      for (uint32_t s : order) {
+        if (shadows.at(s).error.exchange(err, std::memory_order_relaxed) == 0 && s == order[0]) {
+          UMAP_LOG(kError, "write-back of ", order.size(), " evicted blocks of ", file_->name(),
+                   " failed (kept in memory, retrying): ", r.status.ToString());
+        }
+        shadows.at(s).attempts.fetch_add(1, std::memory_order_release);
+      }
+      return false;
+    }
+    // Committed, only the apply failed: the journal holds the images and the next umsync
+    // applies them; the shadows are no longer needed and must not be journaled again.
+    UMAP_LOG(kError, "write-back of ", order.size(), " evicted blocks of ", file_->name(),
+             " is journaled but could not be applied yet (the next umsync retries): ",
+             r.status.ToString());
   }
   for (uint32_t s : order) {
     ShadowPool::Shadow& sh = shadows.at(s);
@@ -638,24 +667,43 @@ bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
     uint64_t v = e.v;
     if (e.shadow() && e.shadow_index() == s) {
       v = Table::WithoutShadow(v);
-      if (write_back_->keeps_evicted()) v |= Table::kStaged;
+      // The sink holds the image (staged, or committed and not yet applied): a miss asks it.
+      if (write_back_->keeps_evicted() || !r.ok()) v |= Table::kStaged;
     }
     table_.Unlock(sh.block, v);
     shadows_pending_.fetch_sub(1, std::memory_order_relaxed);
     shadows.Release(s);
   }
+  if (!r.ok()) return true;
   rt_->counters().blocks_written.fetch_add(order.size(), std::memory_order_relaxed);
   return true;
 }
 
 absl::Status Mapping::WaitForShadows(uint64_t first, uint64_t end) {
+  // A shadow whose last write-back failed is not a verdict yet: the write-back thread retries
+  // it every 100 ms, and the condition (a full disk, say) may be gone by now. Report the
+  // error of an attempt made while this umsync waited, never a stale one; give up waiting
+  // for a fresh attempt after a bounded time (a stuck write-back thread).
+  constexpr auto kFreshAttemptBudget = std::chrono::seconds(2);
   for (uint64_t b = first; b < end && shadows_pending_.load(std::memory_order_acquire) > 0;
        ++b) {
+    uint32_t watched = IndexStack::kEmpty;
+    uint32_t attempts_seen = 0;
+    std::chrono::steady_clock::time_point since;
     for (;;) {
       Table::Entry e = table_.Load(b);
       if (!e.shadow()) break;
-      int err = rt_->shadows().at(e.shadow_index()).error.load(std::memory_order_relaxed);
-      if (err != 0) {
+      const uint32_t s = e.shadow_index();
+      ShadowPool::Shadow& sh = rt_->shadows().at(s);
+      const uint32_t attempts = sh.attempts.load(std::memory_order_acquire);
+      if (s != watched) {
+        watched = s;
+        attempts_seen = attempts;
+        since = std::chrono::steady_clock::now();
+      }
+      const int err = sh.error.load(std::memory_order_relaxed);
+      if (err != 0 && (attempts != attempts_seen ||
+                       std::chrono::steady_clock::now() - since > kFreshAttemptBudget)) {
         return PosixError(err, absl::StrCat("write-back of evicted block ", b, " of ",
                                             file_->name(), " is failing"));
       }
@@ -682,6 +730,7 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
     return absl::OkStatus();
   }
   const uint64_t started = sync_tickets_.load(std::memory_order_acquire);
+  sync_started_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
   // Atomic policy: the whole range is one transaction. Otherwise the range is synced in
   // chunks, so the capture buffer stays bounded (16 MiB) whatever the range's size.
   const uint64_t chunk = write_back_->keeps_evicted()
@@ -693,6 +742,8 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   }
   sync_end_.store(0, std::memory_order_release);
   sync_first_.store(0, std::memory_order_release);
+  sync_started_us_.store(0, std::memory_order_relaxed);
+  umsyncs_.fetch_add(1, std::memory_order_relaxed);
   if (status.ok()) {
     covered_ticket_ = started;
     covered_first_ = first;
@@ -701,88 +752,125 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   return status;
 }
 
-absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
-  sync_first_.store(first, std::memory_order_release);
-  sync_end_.store(end, std::memory_order_release);
-
-  struct Captured {
-    uint64_t block;
-    size_t offset;
-    size_t len;
-  };
+absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
   // Size the buffer once from a first look at the dirty bits (blocks dirtied meanwhile
   // still fit: the vector grows), instead of doubling it block by block.
   uint64_t expect = 0;
   for (uint64_t b = first; b < end; ++b) expect += table_.Load(b).dirty();
-  std::vector<char> buf;
-  std::vector<Captured> captured;
-  buf.reserve(expect * block_size_);
-  captured.reserve(expect);
-  absl::Status status;
-  for (uint64_t b = first; b < end && status.ok(); ++b) {
+  cap->buf.reserve(expect * block_size_);
+  cap->blocks.reserve(expect);
+  constexpr uint64_t kMaxRun = 64;
+  uint64_t run_entries[kMaxRun];
+  const size_t page = rt_->page_size();
+  for (uint64_t b = first; b < end;) {
     // Skip clean blocks without locking them. A locked entry may be a fill or first-write
     // fault whose thread was already woken (UFFDIO_COPY / WRITEPROTECT wake before the entry
     // is published) and has written, even returned to call this umsync: wait for it.
     Table::Entry peek = table_.Load(b);
-    if (!peek.dirty() && !peek.locked()) continue;
-    Table::Entry e = table_.Lock(b);
-    if (!(e.present() && e.dirty())) {
-      table_.Unlock(b, e.v);
+    if (!peek.dirty() && !peek.locked()) {
+      ++b;
       continue;
     }
-    const size_t valid = ValidBytes(b);
-    char* addr = BlockAddr(b);
-    int err = rt_->uffd().WriteProtect(addr, RoundUp(valid, rt_->page_size()), true);
-    if (err != 0) {
-      table_.Unlock(b, e.v);
-      status = PosixError(err, "UFFDIO_WRITEPROTECT(set) while capturing for umsync");
-      break;
+    // A run of adjacent dirty blocks is locked (ascending, as fills lock theirs) and
+    // write-protected with one ioctl: one TLB flush for the run instead of one per block.
+    uint64_t n = 0;
+    while (b + n < end && n < kMaxRun) {
+      if (n > 0) {
+        Table::Entry pk = table_.Load(b + n);
+        if (!pk.dirty() && !pk.locked()) break;
+      }
+      Table::Entry e = table_.Lock(b + n);
+      if (!(e.present() && e.dirty())) {
+        table_.Unlock(b + n, e.v);
+        break;
+      }
+      run_entries[n++] = e.v;
     }
-    size_t off = buf.size();
-    buf.resize(off + valid);
-    std::memcpy(buf.data() + off, addr, valid);
-    table_.Unlock(b, e.v & ~Table::kDirty);
-    captured.push_back({b, off, valid});
+    if (n == 0) {
+      ++b;
+      continue;
+    }
+    const size_t last_valid = ValidBytes(b + n - 1);
+    const size_t len = (n - 1) * block_size_ + RoundUp(last_valid, page);
+    int err = rt_->uffd().WriteProtect(BlockAddr(b), len, true);
+    if (err != 0) {
+      for (uint64_t i = 0; i < n; ++i) table_.Unlock(b + i, run_entries[i]);
+      return PosixError(err, "UFFDIO_WRITEPROTECT(set) while capturing for umsync");
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      const size_t valid = ValidBytes(b + i);
+      const size_t off = cap->buf.size();
+      cap->buf.resize(off + valid);
+      std::memcpy(cap->buf.data() + off, BlockAddr(b + i), valid);
+      table_.Unlock(b + i, run_entries[i] & ~Table::kDirty);
+      dirty_.fetch_sub(1, std::memory_order_relaxed);
+      cap->blocks.push_back({b + i, off, valid});
+    }
+    b += n;
   }
-  if (status.ok()) status = WaitForShadows(first, end);
+  return absl::OkStatus();
+}
+
+void Mapping::SettleCapture(const Capture& cap, uint64_t first, uint64_t end,
+                            const WriteBackResult& r) {
+  if (r.ok()) {
+    rt_->counters().blocks_written.fetch_add(cap.blocks.size(), std::memory_order_relaxed);
+    // Every image the sink held for the range (staged, or committed and then applied) is in
+    // the file now.
+    for (uint64_t b = first; b < end; ++b) {
+      if (!table_.Load(b).staged()) continue;
+      Table::Entry e = table_.Lock(b);
+      table_.Unlock(b, e.v & ~Table::kStaged);
+    }
+    return;
+  }
+  if (r.kept) {
+    // Committed, only the apply failed: the images are safe in the journal and the next
+    // umsync applies them. The blocks stay clean (a retry must not journal them again), and
+    // a miss after their eviction asks the sink, never the stale file.
+    for (const Captured& c : cap.blocks) {
+      Table::Entry e = table_.Lock(c.block);
+      table_.Unlock(c.block, e.v | Table::kStaged);
+    }
+    return;
+  }
+  // Nothing is lost: the captured blocks become dirty again (and writable, keeping
+  // dirty <=> unprotected) so that a later umsync writes them.
+  for (const Captured& c : cap.blocks) {
+    Table::Entry e = table_.Lock(c.block);
+    if (e.present() && !e.dirty() &&
+        rt_->uffd().WriteProtect(BlockAddr(c.block), RoundUp(c.len, rt_->page_size()), false) ==
+            0) {
+      table_.Unlock(c.block, e.v | Table::kDirty);
+      dirty_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      table_.Unlock(c.block, e.v);
+    }
+  }
+}
+
+absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
+  sync_first_.store(first, std::memory_order_release);
+  sync_end_.store(end, std::memory_order_release);
+  Capture cap;
+  WriteBackResult r{CaptureDirty(first, end, &cap)};
+  if (r.ok()) r.status = WaitForShadows(first, end);
   // A middle chunk with nothing captured needs no write and no fdatasync; the last chunk
   // always reaches the sink, whose fdatasync also covers earlier eviction write-backs.
-  if (status.ok() && captured.empty() && !last && !write_back_->keeps_evicted()) {
+  if (r.ok() && cap.blocks.empty() && !last && !write_back_->keeps_evicted()) {
     return absl::OkStatus();
   }
-  if (status.ok()) {
+  if (r.ok()) {
     std::vector<BlockImage> images;
-    images.reserve(captured.size());
-    for (const Captured& c : captured) {
-      images.push_back({first_file_block() + c.block, absl::MakeConstSpan(buf.data() + c.offset, c.len)});
+    images.reserve(cap.blocks.size());
+    for (const Captured& c : cap.blocks) {
+      images.push_back({first_file_block() + c.block,
+                        absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
     }
-    status = write_back_->Sync(images, first_file_block() + first, first_file_block() + end);
+    r = write_back_->Sync(images, first_file_block() + first, first_file_block() + end);
   }
-  if (status.ok()) {
-    rt_->counters().blocks_written.fetch_add(captured.size(), std::memory_order_relaxed);
-    if (write_back_->keeps_evicted()) {
-      // The staged images of the range were committed and applied: the file has them.
-      for (uint64_t b = first; b < end; ++b) {
-        if (!table_.Load(b).staged()) continue;
-        Table::Entry e = table_.Lock(b);
-        table_.Unlock(b, e.v & ~Table::kStaged);
-      }
-    }
-  } else {
-    // Nothing is lost: the captured blocks become dirty again (and writable, keeping
-    // dirty <=> unprotected) so that a later umsync writes them.
-    for (const Captured& c : captured) {
-      Table::Entry e = table_.Lock(c.block);
-      if (e.present() && !e.dirty() &&
-          rt_->uffd().WriteProtect(BlockAddr(c.block), RoundUp(c.len, rt_->page_size()),
-                                   false) == 0) {
-        table_.Unlock(c.block, e.v | Table::kDirty);
-      } else {
-        table_.Unlock(c.block, e.v);
-      }
-    }
-  }
-  return status;
+  SettleCapture(cap, first, end, r);
+  return r.status;
 }
 
 void Mapping::ReleaseAll() {

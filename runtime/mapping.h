@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -89,6 +90,20 @@ class Mapping final : public io::IoFileClient {
   uint64_t fills() const { return fills_.load(std::memory_order_relaxed); }
   uint64_t prefetched() const { return prefetched_.load(std::memory_order_relaxed); }
   bool direct_io() const { return use_direct_.load(std::memory_order_relaxed); }
+  // For the stats segment (relaxed counters, approximate while faults run): missing faults
+  // taken, of those the ones that read the file, first writes (write-protect faults),
+  // blocks resident and dirty now, umsyncs finished, and when the running umsync started
+  // (Env::NowMicros(), 0 when none runs).
+  uint64_t faults() const { return faults_.load(std::memory_order_relaxed); }
+  uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+  uint64_t first_writes() const { return first_writes_.load(std::memory_order_relaxed); }
+  uint64_t resident_blocks() const { return Gauge(resident_); }
+  uint64_t dirty_blocks() const { return Gauge(dirty_); }
+  uint64_t umsyncs() const { return umsyncs_.load(std::memory_order_relaxed); }
+  uint64_t umsync_started_us() const { return sync_started_us_.load(std::memory_order_relaxed); }
+  uint64_t file_offset() const { return file_offset_; }
+  // The I/O queue's identity (io::InFlightRequest::owner of this mapping's reads).
+  const void* io_queue() const { return ioq_; }
 
   // Fault path. Handler mode: handler threads, `staging` is the handler's block-sized
   // buffer. Signal mode: ResolveFault, in the faulting thread (inside its SIGBUS handler):
@@ -119,6 +134,10 @@ class Mapping final : public io::IoFileClient {
 
  private:
   char* BlockAddr(uint64_t block) const { return base_ + block * block_size_; }
+  static uint64_t Gauge(const std::atomic<int64_t>& g) {
+    const int64_t v = g.load(std::memory_order_relaxed);
+    return v > 0 ? static_cast<uint64_t>(v) : 0;
+  }
   // Bytes of `block` inside the file (0 when the block is wholly past end of file).
   size_t ValidBytes(uint64_t block) const;
   bool InSync(uint64_t block) const {
@@ -164,6 +183,21 @@ class Mapping final : public io::IoFileClient {
   // policy). `last`: the final pass of this umsync, which always fdatasyncs.
   absl::Status SyncChunk(uint64_t first, uint64_t end, bool last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // The dirty blocks a umsync pass took out of the cache: their images, back to back.
+  struct Captured {
+    uint64_t block;
+    size_t offset;  // into buf
+    size_t len;
+  };
+  struct Capture {
+    std::vector<char> buf;
+    std::vector<Captured> blocks;
+  };
+  // Write-protects and copies every dirty block of [first, end), clearing their dirty bits.
+  absl::Status CaptureDirty(uint64_t first, uint64_t end, Capture* cap);
+  // After the sink's answer: counts and clears "held by the sink" (OK), marks the blocks
+  // held by the sink (kept), or makes them dirty again (nothing kept).
+  void SettleCapture(const Capture& cap, uint64_t first, uint64_t end, const WriteBackResult& r);
 
   Runtime* const rt_;
   char* const base_;
@@ -198,6 +232,10 @@ class Mapping final : public io::IoFileClient {
   std::unique_ptr<File> direct_;
   std::atomic<bool> use_direct_{false};
   std::atomic<uint64_t> bytes_read_{0}, fills_{0}, prefetched_{0};
+  // Stats (each changed where the block's entry changes, under its lock).
+  std::atomic<uint64_t> faults_{0}, misses_{0}, first_writes_{0}, umsyncs_{0};
+  std::atomic<uint64_t> sync_started_us_{0};
+  std::atomic<int64_t> resident_{0}, dirty_{0};
   // Stream detector: a few streams, each the block its next miss is expected at and how long
   // it has run. Relaxed and racy on purpose: a lost update only costs a read-ahead.
   static constexpr int kStreams = 8;

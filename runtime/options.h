@@ -36,6 +36,9 @@ struct RuntimeOptions {
   // Who resolves faults: auto (= signal), signal (the faulting thread, via SIGBUS), handler
   // (handler threads reading userfaultfd messages). See runtime.h.
   umap_fault_mode fault_mode = UMAP_FAULT_AUTO;
+  // Publication period of the stats segment umap-stat reads (runtime/stats_segment.h);
+  // 0: no segment.
+  unsigned stats_period_ms = 250;
   Env* env = nullptr;  // null: Env::Default()
   // Carries every byte of the journal (journal::JournalOptions::fs), including the reopens
   // after a write error. Null: rocksdb::FileSystem::Default(). Fault injection passes a

@@ -120,10 +120,20 @@ absl::Status Runtime::Start() {
   for (unsigned i = 0; i < options_.writeback_threads; ++i) {
     writers_.emplace_back([this] { WriteBackLoop(); });
   }
+  if (options_.stats_period_ms > 0) {
+    auto p = StatsPublisher::Start(this, options_.stats_period_ms);
+    if (p.ok()) {
+      stats_ = *std::move(p);
+    } else {
+      // Statistics are for people watching; a runtime without them still works.
+      UMAP_LOG(kWarn, "no stats segment for umap-stat: ", p.status().ToString());
+    }
+  }
   return absl::OkStatus();
 }
 
 Runtime::~Runtime() {
+  stats_.reset();  // its thread reads everything below
   std::vector<Mapping*> left;
   {
     absl::MutexLock l(&mu_);
@@ -409,6 +419,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   m->AttachIo(io_.get(), options_.io_direct);
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
+  if (stats_ != nullptr) stats_->Kick();  // umap-stat lists the new mapping at once
   return static_cast<void*>(base);
 }
 
@@ -579,6 +590,7 @@ void Runtime::Destroy(Mapping* m) {
   ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();
   delete m;
+  if (stats_ != nullptr) stats_->Kick();
   absl::MutexLock l(&mu_);
   free_slots_.push_back(slot);
 }
@@ -625,6 +637,29 @@ umap_stats Runtime::Stats() const {
   s.prefetched_blocks = prefetched;
   s.umsyncs_shared = counters_.shared_syncs.load();
   return s;
+}
+
+void Runtime::WhileMappingsPinned(absl::FunctionRef<void()> fn) {
+  SrcuReadLock section(mapping_srcu_);
+  fn();
+}
+
+void Runtime::ForEachMapping(absl::FunctionRef<void(Mapping&)> fn) {
+  const uint32_t high = slot_high_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < high; ++i) {
+    if (Mapping* m = slots_[i].load(std::memory_order_acquire)) fn(*m);
+  }
+}
+
+bool Runtime::TryJournalStats(journal::Journal::Stats* out, bool* open, std::string* dir) {
+  // Never waits: mu_ is held by a umsync for as long as it runs, and exclusively while a
+  // journal opens; the handle's lock while the journal reopens.
+  if (!mu_.ReaderTryLock()) return false;
+  *open = journal_ != nullptr;
+  const bool ok = !*open || journal_->TryStats(out);
+  if (*open) *dir = journal_->dir();
+  mu_.ReaderUnlock();
+  return ok;
 }
 
 bool Runtime::MappingStats(const void* addr, umap_mapping_stats* out) {

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -35,6 +36,7 @@
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
 #include "runtime/shadow_pool.h"
+#include "runtime/stats_publisher.h"
 #include "runtime/srcu.h"
 #include "runtime/thread_refs.h"
 #include "runtime/uffd.h"
@@ -78,6 +80,21 @@ class Runtime {
   // (signal mode): lock-free; waits (sleeping) only when every buffer is in use.
   char* AcquireStaging();
   void ReleaseStaging(char* buf);
+
+  // --- observers (the stats publisher) ---
+  // Runs fn inside a read section of the mappings' SRCU, so no mapping can be freed until
+  // it returns (Destroy waits), and Stats() and ForEachMapping() may read mappings from any
+  // thread without mu_, which a umsync stuck on a hung file system can hold. fn must not
+  // block.
+  void WhileMappingsPinned(absl::FunctionRef<void()> fn);
+  // Calls fn for each live mapping. REQUIRES: inside WhileMappingsPinned.
+  void ForEachMapping(absl::FunctionRef<void(Mapping&)> fn);
+  // The journal's figures and directory if they can be had without waiting; *open = a
+  // journal is open (else *out and *dir are left alone).
+  bool TryJournalStats(journal::Journal::Stats* out, bool* open, std::string* dir);
+  const RuntimeOptions& options() const { return options_; }
+  // The stats segment's publisher; null when stats are off or the segment could not be made.
+  StatsPublisher* stats_publisher() { return stats_.get(); }
   // Figures of the mapping containing addr; false when there is none.
   bool MappingStats(const void* addr, umap_mapping_stats* out);
 
@@ -160,6 +177,8 @@ class Runtime {
   static constexpr uint32_t kStagingBuffers = 64;
   char* staging_arena_ = nullptr;
   std::unique_ptr<IndexStack> staging_free_;
+
+  std::unique_ptr<StatsPublisher> stats_;  // stopped first at destruction
 
   std::atomic<bool> stop_{false};
   std::atomic<int> last_writeback_errno_{0};

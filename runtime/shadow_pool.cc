@@ -28,6 +28,7 @@ void ShadowPool::Release(uint32_t i) {
   Shadow& s = shadows_[i];
   s.mapping = nullptr;
   s.error.store(0, std::memory_order_relaxed);
+  s.attempts.store(0, std::memory_order_relaxed);
   free_.Push(i);
 }
 

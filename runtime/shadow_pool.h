@@ -24,6 +24,7 @@ class ShadowPool {
     uint64_t block = 0;
     uint32_t len = 0;
     std::atomic<int> error{0};  // errno of the last failed write-back attempt, 0 if none
+    std::atomic<uint32_t> attempts{0};  // failed write-back attempts so far
     char* data = nullptr;
   };
 

@@ -195,7 +195,10 @@ absl::StatusOr<char*> ReserveRegion(void* addr, size_t len, int prot, bool fixed
 void ReleaseRegion(char* base, size_t len) { ::munmap(base, len); }
 
 int DiscardPages(void* addr, size_t len) {
-  return ::madvise(addr, len, MADV_DONTNEED) == 0 ? 0 : errno;
+  // The system call itself, not libc's madvise(): handler threads evict, and an LD_PRELOAD
+  // shim (runtime/preload) answers an application's MADV_DONTNEED on a mapping by doing
+  // nothing, which must never apply to the runtime's own discards.
+  return ::syscall(SYS_madvise, addr, len, MADV_DONTNEED) == 0 ? 0 : errno;
 }
 
 void DiscardBatch(int pidfd, EvictionBatch* batch) {

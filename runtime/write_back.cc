@@ -36,13 +36,14 @@ absl::Status WriteBack::WriteImages(File* file, uint64_t block_size,
   return absl::OkStatus();
 }
 
-absl::Status DirectWriteBack::Evicted(absl::Span<const BlockImage> images) {
-  return WriteImages(file_, block_size_, images, [] {});
+WriteBackResult DirectWriteBack::Evicted(absl::Span<const BlockImage> images) {
+  return {WriteImages(file_, block_size_, images, [] {})};
 }
 
-absl::Status DirectWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t, uint64_t) {
-  RETURN_IF_ERROR(WriteImages(file_, block_size_, images, [] {}));
-  return file_->Sync();
+WriteBackResult DirectWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t, uint64_t) {
+  absl::Status s = WriteImages(file_, block_size_, images, [] {});
+  if (s.ok()) s = file_->Sync();
+  return {std::move(s)};
 }
 
 }  // namespace umap::runtime

@@ -28,6 +28,17 @@ struct BlockImage {
   absl::Span<const char> data;  // block bytes, clipped at end of file
 };
 
+// What became of images handed to a sink.
+struct WriteBackResult {
+  absl::Status status;
+  // With an error: the images were committed to the journal and only their apply to the
+  // file failed. The sink keeps them — ReadEvicted serves them, and the next Sync applies
+  // them first, in LSN order — so the caller must not hand them in again (a retry would
+  // journal them a second time). False: nothing of them is kept.
+  bool kept = false;
+  bool ok() const { return status.ok(); }
+};
+
 class WriteBack {
  public:
   virtual ~WriteBack() = default;
@@ -35,8 +46,9 @@ class WriteBack {
   // Evicted dirty blocks of this mapping (called from a background write-back thread, one
   // image per block, ascending block order). When it returns OK every image is safe in the
   // sense of the policy: written to the file (relaxed), or staged in the journal (atomic,
-  // then keeps_evicted() is true and ReadEvicted serves it). On error none counts as safe.
-  virtual absl::Status Evicted(absl::Span<const BlockImage> images) = 0;
+  // then keeps_evicted() is true and ReadEvicted serves it). On error none counts as safe
+  // unless `kept` (WriteBackResult).
+  virtual WriteBackResult Evicted(absl::Span<const BlockImage> images) = 0;
 
   // True when evicted images stay with this sink until a sync (atomic policy): a later miss
   // on such a block must read it through ReadEvicted, not from the file.
@@ -49,9 +61,10 @@ class WriteBack {
   // umsync: makes `images` (captured from the cache, ascending block order) and every
   // evicted image the sink keeps for blocks in [first, end) durable in the file. OK only
   // when all of them are written and the file is fdatasync'ed. On error nothing is lost:
-  // the caller keeps the captured blocks dirty, and kept images stay kept.
-  virtual absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first,
-                            uint64_t end) = 0;
+  // with `kept` the sink holds the images (the caller marks the blocks as held by the sink);
+  // otherwise the caller keeps the captured blocks dirty; kept images stay kept.
+  virtual WriteBackResult Sync(absl::Span<const BlockImage> images, uint64_t first,
+                               uint64_t end) = 0;
 
   // The mapping goes away after its last successful Sync (journal: forget the mapping).
   virtual absl::Status Close() { return absl::OkStatus(); }
@@ -75,8 +88,8 @@ class WriteBack {
 class DirectWriteBack final : public WriteBack {
  public:
   DirectWriteBack(File* file, uint64_t block_size) : file_(file), block_size_(block_size) {}
-  absl::Status Evicted(absl::Span<const BlockImage> images) override;
-  absl::Status Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
+  WriteBackResult Evicted(absl::Span<const BlockImage> images) override;
+  WriteBackResult Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
 
  private:
   File* const file_;

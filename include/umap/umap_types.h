@@ -70,6 +70,7 @@ typedef struct umap_config {
   int io_direct;             /* 1: read with O_DIRECT where the file system allows it */
   size_t prefetch_bytes;     /* largest read-ahead window of a sequential stream (0: off) */
   umap_fault_mode fault_mode;/* who resolves page faults (default: signal) */
+  unsigned stats_period_ms;  /* period of the stats segment umap-stat reads (0: none) */
 } umap_config;
 
 typedef struct umap_stats {

@@ -74,6 +74,7 @@ class IoManager::UringChannel {
     r = io_uring_register_eventfd(&ring_, efd_);
     if (r < 0) return PosixError(-r, "io_uring_register_eventfd");
     slots_.resize(depth);
+    pub_.reset(new PublishedIo[depth]);
     slots_count_ = depth;
     free_.reserve(depth);
     for (unsigned i = 0; i < depth; ++i) {
@@ -84,6 +85,8 @@ class IoManager::UringChannel {
   }
 
   int event_fd() const { return efd_; }
+  // Adds this channel's reads in flight to *out (any thread, lock-free).
+  void CollectInFlight(InFlight* out) const;
   // Every slot holds a read (in flight or abandoned): the channel can take nothing.
   bool full() const { return busy_count_.load(std::memory_order_relaxed) == slots_count_; }
 
@@ -135,7 +138,21 @@ class IoManager::UringChannel {
   unsigned busy_ ABSL_GUARDED_BY(mu_) = 0;  // slots in state kBusy or kAbandoned
   std::atomic<unsigned> busy_count_{0};     // busy_, readable by the watchdog
   unsigned slots_count_ = 0;                // const after Init
+  // Per slot, what InFlightNow reports: published at issue, cleared when the kernel returns
+  // the read (an abandoned read stays: the call is still out there).
+  std::unique_ptr<PublishedIo[]> pub_;      // allocated in Init, never resized
 };
+
+void IoManager::UringChannel::CollectInFlight(InFlight* out) const {
+  for (unsigned i = 0; i < slots_count_; ++i) {
+    InFlightRequest r;
+    if (!pub_[i].Read(&r)) continue;
+    out->reads++;
+    if (out->oldest_read.started_us == 0 || r.started_us < out->oldest_read.started_us) {
+      out->oldest_read = r;
+    }
+  }
+}
 
 void IoManager::UringChannel::Issue() {
   const uint64_t bs = m_->options_.block_size;
@@ -167,6 +184,7 @@ void IoManager::UringChannel::Issue() {
     ++busy_;
     busy_count_.store(busy_, std::memory_order_relaxed);
     qs->calls.fetch_add(1, std::memory_order_relaxed);
+    pub_[i].Publish(qs, qs->client->ByteOffset(r.first), r.count * bs, r.attempt, s.started_us);
     io_uring_sqe* sqe = GetSqe();
     io_uring_prep_read(sqe, f->fd(), s.buf, static_cast<unsigned>(r.count * bs),
                        qs->client->ByteOffset(r.first));
@@ -180,6 +198,7 @@ void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
   Slot& s = slots_[tag];
   const int state = s.state;
   s.state = kIdle;
+  pub_[tag].Clear();
   --busy_;
   busy_count_.store(busy_, std::memory_order_relaxed);
   free_.push_back(static_cast<unsigned>(tag));
@@ -230,6 +249,57 @@ int IoManager::UringChannel::Pump() {
     }
   }
   return PollTimeoutMs(wake_at, m_->Now());
+}
+
+void IoManager::PublishedIo::Publish(const void* who, uint64_t off, uint64_t len, uint32_t att,
+                                     uint64_t now) {
+  started_us.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  owner.store(who, std::memory_order_relaxed);
+  offset.store(off, std::memory_order_relaxed);
+  length.store(len, std::memory_order_relaxed);
+  attempt.store(att, std::memory_order_relaxed);
+  started_us.store(now == 0 ? 1 : now, std::memory_order_release);
+}
+
+bool IoManager::PublishedIo::Read(InFlightRequest* out) const {
+  const uint64_t s1 = started_us.load(std::memory_order_acquire);
+  if (s1 == 0) return false;
+  out->owner = owner.load(std::memory_order_relaxed);
+  out->offset = offset.load(std::memory_order_relaxed);
+  out->length = length.load(std::memory_order_relaxed);
+  out->attempt = attempt.load(std::memory_order_relaxed);
+  out->started_us = s1;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return started_us.load(std::memory_order_relaxed) == s1;
+}
+
+InFlight IoManager::InFlightNow() const {
+  InFlight out;
+  out.queued = sched_.backlog();
+  for (const auto& ch : uring_) ch->CollectInFlight(&out);
+  auto oldest = [](InFlightRequest* best, const InFlightRequest& r) {
+    if (best->started_us == 0 || r.started_us < best->started_us) *best = r;
+  };
+  for (unsigned i = 0; i < sync_count_; ++i) {
+    InFlightRequest r;
+    if (!sync_slots_[i].pub.Read(&r)) continue;
+    out.reads++;
+    oldest(&out.oldest_read, r);
+  }
+  for (int i = 0; i < kInlineTrackers; ++i) {
+    InFlightRequest r;
+    if (!inline_pub_[i].Read(&r)) continue;
+    out.reads++;
+    oldest(&out.oldest_read, r);
+  }
+  for (int i = 0; i < kWriteTrackers; ++i) {
+    InFlightRequest r;
+    if (!write_pub_[i].Read(&r)) continue;
+    out.writes++;
+    oldest(&out.oldest_write, r);
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<IoManager>> IoManager::Create(const IoOptions& options, Env* env) {
@@ -397,6 +467,29 @@ void IoManager::NoteInlineRead(size_t bytes) {
   counters_.size_hist[SizeBucket(options_.block_size)].fetch_add(1, std::memory_order_relaxed);
 }
 
+template <int N>
+int IoManager::Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner,
+                     uint64_t offset, uint64_t length, uint32_t attempt) {
+  for (int i = 0; i < N; ++i) {
+    bool no = false;
+    if (used[i].compare_exchange_strong(no, true, std::memory_order_acquire)) {
+      pub[i].Publish(owner, offset, length, attempt, Now());
+      return i;
+    }
+  }
+  return -1;
+}
+
+int IoManager::BeginInlineRead(const IoQueue* queue, uint64_t offset, uint64_t length) {
+  return Track(inline_pub_, inline_pub_used_, queue, offset, length, kInlineAttempt);
+}
+
+void IoManager::EndInlineRead(int token) {
+  if (token < 0) return;
+  inline_pub_[token].Clear();
+  inline_pub_used_[token].store(false, std::memory_order_release);
+}
+
 void IoManager::WakeChannels(const UringChannel* except) {
   // Rare (retries, a channel out of slots, queue removal): drivers poll the eventfds.
   for (auto& ch : uring_) {
@@ -506,7 +599,10 @@ void IoManager::SyncLoop(unsigned index) {
     IoFileClient* c = qs->client;
     const size_t valid = c->ValidBytes(r.first, r.count);
     qs->calls.fetch_add(1, std::memory_order_relaxed);
+    slot.pub.Publish(qs, c->ByteOffset(r.first), valid, r.attempt,
+                     slot.started_us.load(std::memory_order_relaxed));
     auto n = c->read_file()->ReadAt(c->ByteOffset(r.first), absl::MakeSpan(slot.buf, valid));
+    slot.pub.Clear();
     int expected = kBusy;
     if (!slot.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel)) {
       // The watchdog abandoned this attempt (retried or failed it): drop the late result.
@@ -577,7 +673,19 @@ namespace umap::runtime::io {
 
 absl::Status IoManager::Write(File* file, absl::Span<const WritePiece> pieces,
                               absl::FunctionRef<void()> before_each) {
-  return writer_.Write(file, pieces, before_each);
+  // Reported by InFlightNow while this call runs (the whole write-back, from its first
+  // offset); a call that finds every tracker taken is simply not reported.
+  uint64_t total = 0;
+  for (const WritePiece& p : pieces) total += p.len;
+  const int tracker = pieces.empty() ? -1
+                                     : Track(write_pub_, write_pub_used_, file,
+                                             pieces.front().offset, total);
+  absl::Status s = writer_.Write(file, pieces, before_each);
+  if (tracker >= 0) {
+    write_pub_[tracker].Clear();
+    write_pub_used_[tracker].store(false, std::memory_order_release);
+  }
+  return s;
 }
 
 }  // namespace umap::runtime::io

@@ -89,6 +89,27 @@ class IoFileClient : public IoClient {
   virtual bool FallBackToBuffered() = 0;
 };
 
+inline constexpr uint32_t kInlineAttempt = 0xffffffffu;
+
+// One I/O request in flight, as IoManager::InFlightNow() reports it.
+struct InFlightRequest {
+  // Who it is for, to compare with, never to dereference (the owner may be gone by the
+  // time the caller looks): reads name their IoQueue, writes the File written.
+  const void* owner = nullptr;
+  uint64_t offset = 0;      // byte offset in the file
+  uint64_t length = 0;      // bytes
+  uint64_t started_us = 0;  // Env::NowMicros() at issue; 0: none
+  uint32_t attempt = 0;     // reads: 0 first try, n the n-th retry; kInlineAttempt: a
+                            // read by the faulting thread (BeginInlineRead)
+};
+
+struct InFlight {
+  uint32_t reads = 0;   // read attempts issued and not returned (abandoned ones included)
+  uint32_t writes = 0;  // Write calls running
+  uint64_t queued = 0;  // fills waiting in the queues
+  InFlightRequest oldest_read, oldest_write;
+};
+
 using ::umap::WritePiece;
 
 class IoManager {
@@ -112,6 +133,18 @@ class IoManager {
   // Counts a block read by a faulting thread itself (signal mode), so the read figures
   // cover every read from the files.
   void NoteInlineRead(size_t bytes);
+  // Such a read while it runs, for InFlightNow: Begin returns a token for End (-1 when every
+  // tracker is taken; that read is then not reported). Lock-free and async-signal-safe (the
+  // signal mode reads inside its SIGBUS handler).
+  int BeginInlineRead(const IoQueue* queue, uint64_t offset, uint64_t length);
+  void EndInlineRead(int token);
+
+  // What is in flight now, and the oldest read and write. Lock-free: reads only atomics
+  // that the channels publish as they issue and reap, so an observer (the stats
+  // publisher) never waits for a channel and never slows the fault path; the snapshot may
+  // be a moment old. A read stuck in the kernel stays listed (with its age growing) after
+  // its deadline abandoned it, until the call returns.
+  InFlight InFlightNow() const;
 
   IoQueue* AddQueue(IoFileClient* client);
   // Drops the queue's queued fills (Complete with kCancelled) and waits for its reads in
@@ -135,6 +168,24 @@ class IoManager {
  private:
   struct QueueState;
   class UringChannel;
+  // One request published for InFlightNow: `started_us` != 0 while it is in flight; the
+  // reader takes the fields only if started_us is the same before and after (seqlock).
+  struct PublishedIo {
+    std::atomic<uint64_t> started_us{0};
+    std::atomic<const void*> owner{nullptr};
+    std::atomic<uint64_t> offset{0}, length{0};
+    std::atomic<uint32_t> attempt{0};
+    void Publish(const void* who, uint64_t off, uint64_t len, uint32_t att, uint64_t now);
+    void Clear() { started_us.store(0, std::memory_order_release); }
+    // Copies a consistent view into *out; false when idle or changing.
+    bool Read(InFlightRequest* out) const;
+  };
+  static constexpr int kWriteTrackers = 32;   // concurrent Write calls reported
+  static constexpr int kInlineTrackers = 64;  // concurrent inline reads reported
+  // Claims a free tracker of `used` and publishes the request in it; -1 when all are taken.
+  template <int N>
+  int Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner,
+            uint64_t offset, uint64_t length, uint32_t attempt = 0);
   IoManager(const IoOptions& options, Env* env, Engine engine);
   absl::Status Start();
   // Synchronous channel `index`: takes runs and reads them with File::ReadAt.
@@ -171,6 +222,7 @@ class IoManager {
     Run run;
     std::atomic<uint64_t> started_us{0};
     char* buf = nullptr;
+    PublishedIo pub;  // until ReadAt returns, abandoned or not
   };
   std::unique_ptr<SyncSlot[]> sync_slots_;
   unsigned sync_count_ = 0;
@@ -178,6 +230,10 @@ class IoManager {
   size_t buffers_len_ = 0;
 
   absl::Mutex watchdog_mu_;  // only to wake the watchdog at destruction
+  PublishedIo write_pub_[kWriteTrackers];
+  std::atomic<bool> write_pub_used_[kWriteTrackers] = {};
+  PublishedIo inline_pub_[kInlineTrackers];
+  std::atomic<bool> inline_pub_used_[kInlineTrackers] = {};
   WriteEngine writer_;
 };
 

@@ -1,0 +1,299 @@
+#include "runtime/preload/shim.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "runtime/preload/range_set.h"
+#include "runtime/preload/real_calls.h"
+#include "runtime/preload/umap_c_api.h"
+
+namespace umap::preload {
+
+using c_api::umap_config_init;
+using c_api::umap_ex;
+using c_api::umap_get_stats;
+using c_api::umap_runtime_create;
+using c_api::umap_runtime_destroy;
+using c_api::umsync;
+using c_api::uunmap;
+
+thread_local bool ReentryGuard::inside_ = false;
+std::atomic<Shim*> Shim::active_{nullptr};
+
+namespace {
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+std::string FdPath(int fd) {
+  char link[64], path[4096];
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : absl::StrCat("fd ", fd);
+}
+
+umap_config LoadConfig(int* err) {
+  umap_config c;
+  *err = umap_config_init(&c) == 0 ? 0 : errno;
+  return c;
+}
+
+// A chunk of a kernel access must stay resident while the call runs: a quarter of the
+// cache, at most 16 MiB.
+size_t ChunkBytes(const umap_config& c, size_t page) {
+  return std::max(page, std::min<size_t>(16u << 20, c.cache_bytes / 4) / page * page);
+}
+
+// Flags the kernel ignores for file mappings; Umap is not asked about them.
+constexpr int kIgnoredFlags = MAP_NONBLOCK | MAP_STACK | MAP_DENYWRITE | MAP_EXECUTABLE;
+
+int Fail(int err) {
+  errno = err;
+  return -1;
+}
+
+}  // namespace
+
+Shim::Shim()
+    : page_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
+      filter_(::getenv("UMAP_PATHS"), ::getenv("UMAP_FSTYPES")),
+      config_(LoadConfig(&runtime_errno_)),
+      kernel_access_(&registry_, ChunkBytes(config_, page_)) {
+  if (const char* v = ::getenv("UMAP_PRELOAD_FALLBACK")) {
+    if (std::strcmp(v, "kernel") == 0) {
+      fallback_ = Fallback::kKernel;
+    } else if (std::strcmp(v, "refuse") != 0) {
+      UMAP_LOG(kError, "UMAP_PRELOAD_FALLBACK=", v, " must be refuse or kernel; using refuse");
+    }
+  }
+  if (filter_.empty()) {
+    UMAP_LOG(kInfo,
+             "libumap_preload: neither UMAP_PATHS nor UMAP_FSTYPES is set; every "
+             "mapping goes to the kernel");
+  }
+}
+
+void Shim::Install() {
+  ResolveRealCalls();
+  static std::once_flag once;
+  std::call_once(once, [] {
+    ReentryGuard guard;
+    Shim* shim = new Shim();  // never destroyed: calls arrive until the process is gone
+    if (int err = ::pthread_atfork(nullptr, nullptr, &Shim::AfterForkInChild); err != 0) {
+      UMAP_LOG(kError, "libumap_preload: pthread_atfork failed (", std::strerror(err),
+               "); disabled: every mapping goes to the kernel");
+      return;
+    }
+    active_.store(shim, std::memory_order_release);
+  });
+}
+
+umap_runtime* Shim::Runtime() {
+  runtime_touched_.store(true, std::memory_order_seq_cst);
+  std::lock_guard<std::mutex> l(runtime_mu_);
+  if (runtime_ == nullptr && runtime_errno_ == 0) {
+    sigbus_.BeforeRuntime();
+    runtime_ = umap_runtime_create(&config_);
+    umap_stats st;
+    if (runtime_ != nullptr && umap_get_stats(runtime_, &st) == 0 &&
+        st.fault_mode == UMAP_FAULT_SIGNAL) {
+      sigbus_.Activate();  // Umap's SIGBUS handler is installed now: keep it first
+    }
+    if (runtime_ == nullptr) {
+      runtime_errno_ = errno ? errno : EINVAL;
+      UMAP_LOG(kError, "libumap_preload: cannot start the Umap runtime (",
+               std::strerror(runtime_errno_), "); the log above says why");
+    }
+  }
+  if (runtime_ == nullptr) errno = runtime_errno_;
+  return runtime_;
+}
+
+void* Shim::Mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  const int type = flags & MAP_TYPE;
+  const bool umap_kind = fd >= 0 && (flags & MAP_ANONYMOUS) == 0 &&
+                         (type == MAP_SHARED || type == MAP_SHARED_VALIDATE) &&
+                         (prot & PROT_EXEC) == 0 && (prot & (PROT_READ | PROT_WRITE)) != 0;
+  if (umap_kind && !exiting_.load(std::memory_order_acquire) && filter_.Matches(fd)) {
+    return MapWithUmap(addr, len, prot, flags, fd, off);
+  }
+  // A fixed mapping replaces what it covers: whole Umap mappings are unmapped first (with
+  // write-back), a part of one is refused.
+  if ((flags & MAP_FIXED) != 0 &&
+      ReleaseRange(reinterpret_cast<uintptr_t>(addr), len, "mmap(MAP_FIXED)") != 0) {
+    return MAP_FAILED;
+  }
+  return RealMmap(addr, len, prot, flags, fd, off);
+}
+
+void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (len == 0 || off < 0 || static_cast<size_t>(off) % page_ != 0) {
+    errno = EINVAL;  // what the kernel says
+    return MAP_FAILED;
+  }
+  const size_t bs = config_.block_size;
+  const size_t delta = static_cast<size_t>(off) % bs;
+  const bool fixed = (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) != 0;
+  if (fixed && (delta != 0 || RoundUp(len, bs) != RoundUp(len, page_))) {
+    // Umap reserves whole blocks: a fixed mapping would also take addresses the caller did
+    // not give it.
+    UMAP_LOG(kWarn, "libumap_preload: mmap(MAP_FIXED) of ", FdPath(fd), " at offset ", off,
+             " length ", len, " does not start and end on Umap's block size ", bs);
+    return Refused(addr, len, prot, flags, fd, off, EINVAL);
+  }
+  if ((flags & MAP_FIXED) != 0 &&
+      ReleaseRange(reinterpret_cast<uintptr_t>(addr), len, "mmap(MAP_FIXED)") != 0) {
+    return MAP_FAILED;
+  }
+  umap_runtime* rt = Runtime();
+  if (rt == nullptr) return Refused(addr, len, prot, flags, fd, off, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Refused(addr, len, prot, flags, fd, off, errno);
+  const int own_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own_fd < 0) return Refused(addr, len, prot, flags, fd, off, errno);
+  void* hint = fixed ? addr : (addr != nullptr ? static_cast<char*>(addr) - delta : nullptr);
+  void* p = umap_ex(rt, hint, len + delta, prot, flags & ~kIgnoredFlags, fd,
+                    off - static_cast<off_t>(delta));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::close(own_fd);
+    return Refused(addr, len, prot, flags, fd, off, err);
+  }
+  ShimMapping m;
+  m.base = reinterpret_cast<uintptr_t>(p);
+  m.user = m.base + delta;
+  m.user_len = len;
+  m.map_len = len + delta;
+  m.region_len = RoundUp(len + delta, bs);
+  m.map_offset = static_cast<uint64_t>(off) - delta;
+  m.file_size = static_cast<uint64_t>(st.st_size);
+  m.prot = prot;
+  m.fd = own_fd;
+  if (registry_.Add(m) < 0) {
+    if (uunmap(p, m.map_len) != 0) {
+      UMAP_LOG(kError, "libumap_preload: unmapping ", FdPath(fd),
+               " failed: ", std::strerror(errno));
+    }
+    ::close(own_fd);
+    UMAP_LOG(kError, "libumap_preload: more than ", MappingRegistry::kCapacity, " Umap mappings");
+    errno = ENOMEM;
+    return MAP_FAILED;
+  }
+  RegisterAtExitOnce();
+  return reinterpret_cast<void*>(m.user);
+}
+
+void* Shim::Refused(void* addr, size_t len, int prot, int flags, int fd, off_t off, int err) {
+  const bool kernel = fallback_ == Fallback::kKernel;
+  UMAP_LOG(kWarn, "libumap_preload: Umap cannot map ", FdPath(fd), " (offset ", off, ", length ",
+           len, "): ", std::strerror(err),
+           kernel ? "; mapping it with the kernel instead (UMAP_PRELOAD_FALLBACK=kernel)"
+                  : "; mmap fails (UMAP_PRELOAD_FALLBACK=kernel maps it with the kernel)");
+  if (kernel) return RealMmap(addr, len, prot, flags, fd, off);
+  errno = err;
+  return MAP_FAILED;
+}
+
+int Shim::UnmapEntry(int index, const ShimMapping& m) {
+  if (uunmap(reinterpret_cast<void*>(m.base), m.map_len) != 0) {
+    const int err = errno;
+    registry_.Release(index);
+    UMAP_LOG(kError, "libumap_preload: write-back of ", FdPath(m.fd),
+             " failed; the mapping stays (nothing is lost): ", std::strerror(err));
+    return Fail(err);
+  }
+  ::close(m.fd);
+  registry_.Remove(index);
+  return 0;
+}
+
+int Shim::ReleaseRange(uintptr_t addr, size_t len, const char* what) {
+  if (registry_.live() == 0 || len == 0) return 0;
+  const uintptr_t end = addr + RoundUp(len, page_);
+  RangeSet hits(registry_, addr, end);
+  if (hits.overflow()) {
+    UMAP_LOG(kError, "libumap_preload: ", what, " covers more than ", RangeSet::kMax,
+             " Umap mappings; refused");
+    return Fail(EINVAL);
+  }
+  // Check every mapping before unmapping any: a refused call changes nothing.
+  for (int i = 0; i < hits.size(); ++i) {
+    const ShimMapping& m = hits[i].m;
+    const bool touches_view = addr < m.user_end(page_) && m.user < end;
+    const bool covers_view = addr <= m.user && m.user_end(page_) <= end;
+    if (touches_view && !covers_view) {
+      UMAP_LOG(kError, "libumap_preload: ", what, " of [0x", absl::Hex(addr), ", 0x",
+               absl::Hex(end), ") would cut the Umap mapping of ", FdPath(m.fd), " at 0x",
+               absl::Hex(m.user), " (", m.user_len,
+               " bytes); refused (EINVAL): unmap the whole mapping");
+      return Fail(EINVAL);
+    }
+  }
+  for (int i = 0; i < hits.size(); ++i) {
+    const ShimMapping& m = hits[i].m;
+    if (!(addr <= m.user && m.user_end(page_) <= end)) continue;  // only its padding
+    if (!registry_.Claim(hits[i].index, m)) continue;             // another thread is unmapping it
+    if (UnmapEntry(hits[i].index, m) != 0) return -1;
+  }
+  return 0;
+}
+
+void Shim::RegisterAtExitOnce() {
+  // Registered after the first mapping, that is after the runtime and the libraries it
+  // uses have set up their own static state: exit() runs handlers in reverse order, so this
+  // one runs while that state still exists.
+  if (atexit_registered_.exchange(true)) return;
+  if (::atexit(&Shim::AtExit) != 0) {
+    UMAP_LOG(kWarn,
+             "libumap_preload: atexit failed; mappings left at exit are not written "
+             "back (the last umsync'ed state stays)");
+  }
+}
+
+void Shim::AtExit() {
+  Shim* s = Get();
+  if (s == nullptr) return;
+  ReentryGuard guard;
+  s->exiting_.store(true, std::memory_order_release);
+  s->runtime_touched_.store(true, std::memory_order_seq_cst);
+  s->registry_.ForEachLive([&](int index, const ShimMapping& m) {
+    if (s->registry_.Claim(index, m)) s->UnmapEntry(index, m);  // logs its own failure
+  });
+  std::lock_guard<std::mutex> l(s->runtime_mu_);
+  if (s->runtime_ != nullptr && umap_runtime_destroy(s->runtime_) != 0) {
+    UMAP_LOG(kError, "libumap_preload: shutting the runtime down failed: ", std::strerror(errno));
+  }
+  s->runtime_ = nullptr;
+  s->runtime_errno_ = ESHUTDOWN;
+}
+
+void Shim::AfterForkInChild() {
+  // Runs in the child of fork(), where only async-signal-safe calls are allowed and the
+  // runtime's threads do not exist: no locks, no allocation. A parent that never started a
+  // runtime has no Umap state the child could inherit half-made: the child keeps the shim.
+  Shim* s = active_.load(std::memory_order_acquire);
+  if (s == nullptr || !s->runtime_touched_.load(std::memory_order_seq_cst)) return;
+  // Otherwise every call goes to libc from here on, and each Umap mapping becomes a plain
+  // read-only view of its file. SIGBUS goes back to the program's own disposition: the
+  // parent's runtime (copied into the child, its threads gone) must never serve a fault.
+  active_.store(nullptr, std::memory_order_release);
+  s->sigbus_.RestoreProgramDisposition();
+  s->registry_.ForEachLive([](int, const ShimMapping& m) {
+    // If this fails the range stays unmapped: SIGSEGV on access, never zeros.
+    RealMmap(reinterpret_cast<void*>(m.base), m.map_len, PROT_READ, MAP_SHARED | MAP_FIXED, m.fd,
+             static_cast<off_t>(m.map_offset));
+  });
+}
+
+}  // namespace umap::preload

@@ -1,0 +1,137 @@
+// Shim: the LD_PRELOAD shim's state and its mmap-family policy (docs/preload.md).
+//
+// A file mapping the application asks for goes to Umap when it is MAP_SHARED, readable,
+// not executable, and its file passes the PathFilter (UMAP_PATHS / UMAP_FSTYPES); every
+// other call goes to libc untouched. For Umap mappings:
+//   mmap      umap_ex() from the offset rounded down to the block size; the application
+//             gets the interior pointer. If Umap refuses the mapping the call fails with
+//             Umap's errno (logged), or with UMAP_PRELOAD_FALLBACK=kernel goes to the kernel.
+//   munmap    a range that covers whole Umap mappings unmaps them with write-back
+//             (uunmap); a range that cuts a Umap mapping is refused with EINVAL (logged),
+//             and nothing in it is unmapped. A write-back error fails munmap with its errno
+//             and keeps the mapping (nothing is lost).
+//   msync     MS_SYNC is umsync() of the overlapped part; MS_ASYNC does nothing (as on
+//             Linux, where it schedules nothing either); MS_INVALIDATE is ignored (one cache
+//             per process: there is no other copy to invalidate).
+//   mremap    with MREMAP_MAYMOVE: umsync, a new mapping of the new length, uunmap of the
+//             old one; without it (resizing in place) ENOMEM; MREMAP_FIXED/DONTUNMAP EINVAL.
+//   madvise   advice about residency (NORMAL, RANDOM, SEQUENTIAL, WILLNEED, DONTNEED,
+//             COLD, PAGEOUT, [NO]HUGEPAGE, DONTDUMP, DODUMP, DONTFORK) returns 0 and
+//             changes nothing: Umap's cache decides residency, and dropping pages behind
+//             its back would lose data. Anything else (FREE, REMOVE, DOFORK, WIPEONFORK,
+//             MERGEABLE, ...) is refused with EINVAL.
+//   mprotect  the mapping's own protection returns 0; any change is refused (EACCES to add
+//             PROT_WRITE, EINVAL otherwise).
+//   MAP_FIXED over part of a Umap mapping is refused (EINVAL); over whole ones it unmaps
+//   them first.
+// fork(): Umap mappings are not inherited (the runtime's threads do not exist in the
+// child). The child gets, at the same addresses, a plain read-only MAP_SHARED mapping of
+// each file: it reads what the file holds (the parent's synced data, not its unsynced
+// changes), and a write raises SIGSEGV. Never silent zeros. Once the parent has started a
+// runtime, the child's own calls all go to libc; a child forked before that keeps the shim
+// and starts a runtime of its own when it maps a file.
+// SIGBUS: in signal fault mode the program's own SIGBUS handlers are chained behind Umap's
+// (SigbusChain).
+// Exit: a process that calls exit() has its mappings unmapped with write-back, as the
+// kernel writes back a MAP_SHARED mapping, and its runtime shut down. A process that dies
+// by a signal or _exit() leaves its journal for umap-recover.
+//
+// Re-entry: while a thread is inside the shim (and so inside Umap, RocksDB, the runtime's
+// own mmap calls), its interposed calls go straight to libc (ReentryGuard).
+//
+// Thread safety: every method may be called from any thread.
+#ifndef UMAP_RUNTIME_PRELOAD_SHIM_H_
+#define UMAP_RUNTIME_PRELOAD_SHIM_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+
+#include "runtime/preload/kernel_access.h"
+#include "runtime/preload/mapping_registry.h"
+#include "runtime/preload/path_filter.h"
+#include "runtime/preload/sigbus_chain.h"
+#include "umap/umap_types.h"
+
+namespace umap::preload {
+
+// Per-thread: set while the thread runs shim code; interposed calls then go to libc.
+class ReentryGuard {
+ public:
+  ReentryGuard() : was_(inside_) { inside_ = true; }
+  ~ReentryGuard() { inside_ = was_; }
+  ReentryGuard(const ReentryGuard&) = delete;
+  ReentryGuard& operator=(const ReentryGuard&) = delete;
+  static bool active() { return inside_; }
+
+ private:
+  // initial-exec: reading it never calls __tls_get_addr (which may allocate).
+  static thread_local bool inside_ __attribute__((tls_model("initial-exec")));
+  const bool was_;
+};
+
+class Shim {
+ public:
+  enum class Fallback { kRefuse, kKernel };
+
+  // Builds the process's shim from the environment (UMAP_PATHS, UMAP_FSTYPES,
+  // UMAP_PRELOAD_FALLBACK and the runtime's UMAP_* variables). Called once, from the
+  // library's constructor; the object is never destroyed (calls arrive during exit).
+  static void Install();
+  // The shim, or null before Install() (or in a fork() child, where everything goes to libc).
+  static Shim* Get() { return active_.load(std::memory_order_acquire); }
+
+  void* Mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off);
+  int Munmap(void* addr, size_t len);
+  int Msync(void* addr, size_t len, int flags);
+  void* Mremap(void* old_addr, size_t old_len, size_t new_len, int flags, void* new_addr);
+  int Madvise(void* addr, size_t len, int advice);
+  int Mprotect(void* addr, size_t len, int prot);
+
+  const KernelAccess& kernel_access() const { return kernel_access_; }
+  const MappingRegistry& registry() const { return registry_; }
+  const PathFilter& filter() const { return filter_; }
+  SigbusChain& sigbus() { return sigbus_; }
+
+ private:
+  Shim();
+  // The runtime, created on the first Umap mapping; null (errno set) if that failed.
+  umap_runtime* Runtime();
+  // A file mapping that qualifies for Umap.
+  void* MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off_t off);
+  // The policy when Umap refused a mapping (errno = why).
+  void* Refused(void* addr, size_t len, int prot, int flags, int fd, off_t off, int err);
+  // Unmaps the shim mappings inside [addr, addr+len) for munmap or a MAP_FIXED over them;
+  // EINVAL (nothing done) when one is only partly inside. Returns 0 or -1 with errno.
+  int ReleaseRange(uintptr_t addr, size_t len, const char* what);
+  // Unmaps one claimed entry with write-back and removes it; 0 or -1 with errno.
+  int UnmapEntry(int index, const ShimMapping& m);
+  void RegisterAtExitOnce();
+  static void AtExit();
+  static void AfterForkInChild();
+
+  static std::atomic<Shim*> active_;
+
+  const size_t page_;
+  PathFilter filter_;
+  Fallback fallback_ = Fallback::kRefuse;
+  umap_config config_{};
+  MappingRegistry registry_;
+  KernelAccess kernel_access_;
+  SigbusChain sigbus_;
+
+  std::mutex runtime_mu_;
+  umap_runtime* runtime_ = nullptr;  // guarded by runtime_mu_; lives until AtExit
+  int runtime_errno_ = 0;            // guarded by runtime_mu_: why creation failed
+  std::atomic<bool> exiting_{false};
+  // Set before runtime_mu_ is first taken: a fork() child that sees it false knows no thread
+  // held that lock or any runtime state at the fork, so it may keep using the shim.
+  std::atomic<bool> runtime_touched_{false};
+  std::atomic<bool> atexit_registered_{false};
+};
+
+}  // namespace umap::preload
+
+#endif  // UMAP_RUNTIME_PRELOAD_SHIM_H_
