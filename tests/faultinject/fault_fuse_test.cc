@@ -379,6 +379,24 @@ TEST_F(FaultFuseBufferedTest, BufferedReadsAreServedByThePageCache) {
   ::close(fd);
 }
 
+// The kernel retries a page-cache read that failed: one injected error never reaches a
+// buffered reader (one reason buffered I/O hides a DFS's errors).
+TEST_F(FaultFuseBufferedTest, APageCacheReadThatFailsOnceIsRetriedByTheKernel) {
+  MakeFile("f", 4 * kBlock);
+  const int fd = Open("f", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_OK(fs_->Arm("read path=f error=EIO").status());
+  char buf[100];
+  ASSERT_EQ(::pread(fd, buf, sizeof(buf), kBlock + 10), static_cast<ssize_t>(sizeof(buf)));
+  EXPECT_EQ(std::string(buf, sizeof(buf)), PatternAt(kBlock + 10, sizeof(buf)));
+  std::vector<FaultFuse::Request> io = DataRequests(*fs_, "f");
+  ASSERT_EQ(io.size(), 2u);
+  EXPECT_EQ(io[0].result, -EIO);
+  EXPECT_GT(io[1].result.value_or(-1), 0);
+  EXPECT_LE(io[1].offset, kBlock + 10);
+  ::close(fd);
+}
+
 class FaultFuseAllDirectTest : public FaultFuseTest {
  protected:
   FaultFuse::Options FuseOptions() override {
