@@ -150,7 +150,8 @@ std::string ControlServer::Handle(absl::string_view line) {
       return "error wait: usage wait stalled=N [timeout_ms=T]";
     }
     const int got = book_->WaitStalled(n, absl::Milliseconds(timeout_ms));
-    return got >= n ? absl::StrCat("ok stalled=", got) : absl::StrCat("error timeout stalled=", got);
+    return got >= n ? absl::StrCat("ok stalled=", got)
+                    : absl::StrCat("error timeout stalled=", got);
   }
   if (cmd == "history") {
     if (!Options(words, {"path"}, &opt, &bad)) return "error history: bad word " + bad;

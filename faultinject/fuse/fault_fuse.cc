@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<FaultFuse>> FaultFuse::Start(const Options& optio
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
   std::vector<std::string> args = {UMAP_FAULTFUSE_BIN, "--backing",   fs->backing_,
-                                   "--mount",          fs->mount_,  "--control",
+                                   "--mount",          fs->mount_,    "--control",
                                    fs->control_,       "--direct-io", options.direct_io};
   if (!options.async_dio) args.push_back("--no-async-dio");
   args.push_back("--max-background");
@@ -146,8 +146,8 @@ absl::Status FaultFuse::WaitReady(int stdout_fd) {
     int status = 0;
     if (n > 0 && r == 0 && WaitExit(pid_, std::chrono::seconds(5), &status)) {
       pid_ = -1;
-      return absl::InternalError(absl::StrCat(
-          "umap-faultfuse exited (status ", status, ") before it was ready; its stderr says why"));
+      return absl::InternalError(absl::StrCat("umap-faultfuse exited (status ", status,
+                                              ") before it was ready; its stderr says why"));
     }
     mounted_ = true;  // it may have mounted: Stop unmounts (harmless if it did not)
     Stop();
@@ -186,7 +186,9 @@ void FaultFuse::Stop() {
   pid_ = -1;
 }
 
-std::string FaultFuse::Path(absl::string_view name) const { return absl::StrCat(mount_, "/", name); }
+std::string FaultFuse::Path(absl::string_view name) const {
+  return absl::StrCat(mount_, "/", name);
+}
 
 std::string FaultFuse::BackingPath(absl::string_view name) const {
   return absl::StrCat(backing_, "/", name);
@@ -217,7 +219,8 @@ absl::StatusOr<std::string> FaultFuse::Command(absl::string_view line) {
     if (n > 0) reply.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  if (!ok) return absl::UnavailableError(absl::StrCat("umap-faultfuse did not answer '", line, "'"));
+  if (!ok)
+    return absl::UnavailableError(absl::StrCat("umap-faultfuse did not answer '", line, "'"));
   absl::string_view r = absl::StripAsciiWhitespace(reply);
   if (absl::ConsumePrefix(&r, "ok")) return std::string(absl::StripAsciiWhitespace(r));
   absl::ConsumePrefix(&r, "error ");
@@ -252,10 +255,11 @@ absl::StatusOr<int> FaultFuse::Release(absl::string_view path, std::optional<int
 }
 
 absl::Status FaultFuse::WaitStalled(int n, absl::Duration timeout) {
-  auto r = Command(absl::StrCat("wait stalled=", n, " timeout_ms=", absl::ToInt64Milliseconds(timeout)));
+  auto r =
+      Command(absl::StrCat("wait stalled=", n, " timeout_ms=", absl::ToInt64Milliseconds(timeout)));
   if (absl::IsInvalidArgument(r.status())) {
-    return absl::DeadlineExceededError(absl::StrCat("waiting for ", n, " stalled requests: ",
-                                                    r.status().message()));
+    return absl::DeadlineExceededError(
+        absl::StrCat("waiting for ", n, " stalled requests: ", r.status().message()));
   }
   return r.status();
 }
@@ -317,10 +321,11 @@ absl::Status FaultFuse::Abort() {
     // machine's mount table stays as it was.
     const std::string cmd = absl::StrCat(
         "unshare --mount --propagation private sh -c 'mount -t fusectl fusectl "
-        "/sys/fs/fuse/connections && echo 1 >", path, "'");
+        "/sys/fs/fuse/connections && echo 1 >",
+        path, "'");
     if (std::system(cmd.c_str()) == 0) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat("aborting FUSE connection ", connection_,
-                                            " failed: ", cmd));
+    return absl::InternalError(
+        absl::StrCat("aborting FUSE connection ", connection_, " failed: ", cmd));
   }
   if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
   const bool ok = ::write(fd, "1", 1) == 1;

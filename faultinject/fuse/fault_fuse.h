@@ -37,21 +37,21 @@ namespace umap::faultinject {
 class FaultFuse {
  public:
   struct Options {
-    std::string dir;                  // holds backing/, mnt/ and the control socket
+    std::string dir;                    // holds backing/, mnt/ and the control socket
     std::string direct_io = "odirect";  // odirect | all | none (faultfuse_main.cc)
     bool async_dio = true;
-    unsigned max_background = 64;     // 0: the kernel's default (12)
-    bool allow_other = false;         // other users may use the mount (root only)
+    unsigned max_background = 64;  // 0: the kernel's default (12)
+    bool allow_other = false;      // other users may use the mount (root only)
   };
   // One request as the daemon saw it (RuleBook::HistoryLine).
   struct Request {
-    std::string op;     // read, write, fsync, open, flush
-    std::string path;   // below the mount
+    std::string op;    // read, write, fsync, open, flush
+    std::string path;  // below the mount
     uint64_t offset = 0;
     uint64_t len = 0;
     std::optional<int64_t> result;  // bytes or -errno; nullopt while pending
-    bool direct = false;       // on an O_DIRECT handle
-    bool interrupted = false;  // the kernel sent FUSE_INTERRUPT for it
+    bool direct = false;            // on an O_DIRECT handle
+    bool interrupted = false;       // the kernel sent FUSE_INTERRUPT for it
   };
 
   // Why a FUSE fault file system cannot be mounted here, as a skip line
@@ -112,10 +112,10 @@ class FaultFuse {
 
 // In a TEST body: skips (GTEST_SKIP, with FaultFuse::MissingCapability()'s line) when the
 // machine cannot mount the fault file system.
-#define UMAP_SKIP_WITHOUT_FAULT_FUSE()                                                   \
-  do {                                                                                   \
+#define UMAP_SKIP_WITHOUT_FAULT_FUSE()                                                          \
+  do {                                                                                          \
     const std::string umap_fuse_missing_ = ::umap::faultinject::FaultFuse::MissingCapability(); \
-    if (!umap_fuse_missing_.empty()) GTEST_SKIP() << umap_fuse_missing_;                 \
+    if (!umap_fuse_missing_.empty()) GTEST_SKIP() << umap_fuse_missing_;                        \
   } while (0)
 
 #endif  // UMAP_FAULTINJECT_FUSE_FAULT_FUSE_H_

@@ -212,8 +212,8 @@ void FaultFuseFs::Remove(fuse_req_t req, fuse_ino_t parent, const char* name, bo
   fuse_reply_err(req, 0);
 }
 
-void FaultFuseFs::Rename(fuse_req_t req, fuse_ino_t parent, const char* name,
-                         fuse_ino_t newparent, const char* newname, unsigned flags) {
+void FaultFuseFs::Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                         const char* newname, unsigned flags) {
   if (flags != 0) {  // RENAME_EXCHANGE / RENAME_NOREPLACE: not needed by any test
     fuse_reply_err(req, EINVAL);
     return;
@@ -489,8 +489,8 @@ void FaultFuseFs::ReadDir(fuse_req_t req, size_t size, off_t off, fuse_file_info
     struct stat st = {};
     st.st_ino = d->entry->d_ino;
     st.st_mode = static_cast<mode_t>(d->entry->d_type) << 12;
-    const size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d->entry->d_name,
-                                       &st, d->entry->d_off);
+    const size_t n = fuse_add_direntry(req, buf.data() + used, size - used, d->entry->d_name, &st,
+                                       d->entry->d_off);
     if (n > size - used) break;  // the entry is kept for the next call
     used += n;
     d->offset = d->entry->d_off;
@@ -527,7 +527,8 @@ const fuse_lowlevel_ops& FaultFuseFs::Ops() {
       fuse_reply_none(req);
     };
     o.forget_multi = [](fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-      for (size_t i = 0; i < count; ++i) Of(req)->inodes_.Forget(forgets[i].ino, forgets[i].nlookup);
+      for (size_t i = 0; i < count; ++i)
+        Of(req)->inodes_.Forget(forgets[i].ino, forgets[i].nlookup);
       fuse_reply_none(req);
     };
     o.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -559,9 +560,7 @@ const fuse_lowlevel_ops& FaultFuseFs::Ops() {
     o.write = [](fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off,
                  fuse_file_info* fi) { Of(req)->Write(req, buf, size, off, fi); };
     o.flush = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Of(req)->Flush(req, fi); };
-    o.release = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-      Of(req)->Release(req, fi);
-    };
+    o.release = [](fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Of(req)->Release(req, fi); };
     o.fsync = [](fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
       Of(req)->Fsync(req, datasync, fi);
     };

@@ -70,8 +70,7 @@ class FaultFuseFs {
   void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
               const char* newname, unsigned flags);
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
-              fuse_file_info* fi);
+  void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
   void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
   void Flush(fuse_req_t req, fuse_file_info* fi);

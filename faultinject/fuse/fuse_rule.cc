@@ -20,14 +20,18 @@ struct NamedErrno {
 
 // The errnos tests inject: those a DFS client returns, and those the runtime treats apart.
 constexpr NamedErrno kErrnos[] = {
-    {"EPERM", EPERM},         {"ENOENT", ENOENT},       {"EINTR", EINTR},
-    {"EIO", EIO},             {"ENXIO", ENXIO},         {"EBADF", EBADF},
-    {"EAGAIN", EAGAIN},       {"ENOMEM", ENOMEM},       {"EACCES", EACCES},
-    {"EBUSY", EBUSY},         {"ENODEV", ENODEV},       {"EINVAL", EINVAL},
-    {"EFBIG", EFBIG},         {"ENOSPC", ENOSPC},       {"EROFS", EROFS},
-    {"EOVERFLOW", EOVERFLOW}, {"ECONNRESET", ECONNRESET}, {"ENOTCONN", ENOTCONN},
-    {"ETIMEDOUT", ETIMEDOUT}, {"EHOSTDOWN", EHOSTDOWN}, {"ESTALE", ESTALE},
-    {"EDQUOT", EDQUOT},       {"ECANCELED", ECANCELED},
+    {"EPERM", EPERM},           {"ENOENT", ENOENT},
+    {"EINTR", EINTR},           {"EIO", EIO},
+    {"ENXIO", ENXIO},           {"EBADF", EBADF},
+    {"EAGAIN", EAGAIN},         {"ENOMEM", ENOMEM},
+    {"EACCES", EACCES},         {"EBUSY", EBUSY},
+    {"ENODEV", ENODEV},         {"EINVAL", EINVAL},
+    {"EFBIG", EFBIG},           {"ENOSPC", ENOSPC},
+    {"EROFS", EROFS},           {"EOVERFLOW", EOVERFLOW},
+    {"ECONNRESET", ECONNRESET}, {"ENOTCONN", ENOTCONN},
+    {"ETIMEDOUT", ETIMEDOUT},   {"EHOSTDOWN", EHOSTDOWN},
+    {"ESTALE", ESTALE},         {"EDQUOT", EDQUOT},
+    {"ECANCELED", ECANCELED},
 };
 
 constexpr const char* kOpNames[kNumFuseOps] = {"read", "write", "fsync", "open", "flush"};
@@ -106,8 +110,9 @@ absl::Status Validate(const FuseRule& rule) {
   if (o.interruptible && o.stall == Outcome::Stall::kNone) return Bad("intr", "needs a stall");
   if (o.error == 0 && !o.short_bytes && !o.tear_bytes && !o.ignore_sync &&
       o.stall == Outcome::Stall::kNone) {
-    return Bad(FuseOpName(rule.op), "the rule changes nothing (no error, stall, short, "
-                                    "tear or ignore)");
+    return Bad(FuseOpName(rule.op),
+               "the rule changes nothing (no error, stall, short, "
+               "tear or ignore)");
   }
   return absl::OkStatus();
 }

@@ -50,22 +50,22 @@ std::string ErrnoName(int err);
 // every field at its default).
 struct Outcome {
   enum class Stall { kNone, kTimed, kUntilReleased };
-  int error = 0;                         // errno of the reply; 0: success
-  std::optional<uint64_t> short_bytes;   // read/write: at most this many bytes
-  std::optional<uint64_t> tear_bytes;    // write: this prefix lands, then `error`
-  bool ignore_sync = false;              // fsync: reply 0, do not sync
+  int error = 0;                        // errno of the reply; 0: success
+  std::optional<uint64_t> short_bytes;  // read/write: at most this many bytes
+  std::optional<uint64_t> tear_bytes;   // write: this prefix lands, then `error`
+  bool ignore_sync = false;             // fsync: reply 0, do not sync
   Stall stall = Stall::kNone;
-  uint64_t stall_ms = 0;                 // kTimed
-  bool interruptible = false;            // a FUSE_INTERRUPT ends the stall with EINTR
+  uint64_t stall_ms = 0;       // kTimed
+  bool interruptible = false;  // a FUSE_INTERRUPT ends the stall with EINTR
 };
 
 struct FuseRule {
   FuseOp op = FuseOp::kRead;
-  std::string path;                  // empty: every file
-  std::optional<uint64_t> at;        // the request's range must contain this offset
-  std::optional<bool> direct;        // the handle's O_DIRECT must be this
+  std::string path;            // empty: every file
+  std::optional<uint64_t> at;  // the request's range must contain this offset
+  std::optional<bool> direct;  // the handle's O_DIRECT must be this
   uint64_t skip = 0;
-  uint64_t count = 1;                // 0: unlimited
+  uint64_t count = 1;  // 0: unlimited
   Outcome outcome;
 
   // Progress, under the rule book's lock.

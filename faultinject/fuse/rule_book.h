@@ -39,8 +39,7 @@ class RuleBook {
   void Reset();
 
   // A request arrived: counts it, records it and decides its outcome.
-  Decision Arrive(FuseOp op, absl::string_view path, uint64_t offset, uint64_t len,
-                  bool direct);
+  Decision Arrive(FuseOp op, absl::string_view path, uint64_t offset, uint64_t len, bool direct);
   // Its reply went out: `result` is the byte count (>= 0) or -errno.
   void Replied(FuseOp op, uint64_t request, int64_t result);
   void NoteStalled(int delta);

@@ -4,6 +4,7 @@
 // history and counters of the daemon confirm. Where the kernel's FUSE client shapes what
 // the caller sees (page cache, interrupts, io_uring), the test pins that down too.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,8 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/faultinject/fault_fuse_fixture.h"
 #include "tests/testing/status_matchers.h"
@@ -144,9 +143,8 @@ TEST_F(FaultFuseFsTest, SkipAndCountTakeExactlyTheChosenRequests) {
   AlignedBuffer buf(kBlock);
   std::vector<int> errs;
   for (int i = 0; i < 6; ++i) {
-    errs.push_back(::pwrite(fd, buf.data(), kBlock, i * kBlock) == static_cast<ssize_t>(kBlock)
-                       ? 0
-                       : errno);
+    errs.push_back(
+        ::pwrite(fd, buf.data(), kBlock, i * kBlock) == static_cast<ssize_t>(kBlock) ? 0 : errno);
   }
   EXPECT_EQ(errs, (std::vector<int>{0, 0, EIO, EIO, 0, 0}));
   ::close(fd);
@@ -159,8 +157,8 @@ TEST_F(FaultFuseFsTest, AtTakesOnlyRequestsThatCoverTheOffsetAndPathOnlyThatFile
   const int g = Open("g", O_RDONLY | O_DIRECT);
   ASSERT_GE(f, 0);
   ASSERT_GE(g, 0);
-  ASSERT_OK(fs_->Arm(absl::StrCat("read path=f at=", 3 * kBlock + 100, " count=0 error=EIO"))
-                .status());
+  ASSERT_OK(
+      fs_->Arm(absl::StrCat("read path=f at=", 3 * kBlock + 100, " count=0 error=EIO")).status());
   AlignedBuffer buf(2 * kBlock);
   EXPECT_EQ(::pread(f, buf.data(), kBlock, 2 * kBlock), static_cast<ssize_t>(kBlock));
   EXPECT_EQ(::pread(f, buf.data(), 2 * kBlock, 2 * kBlock), -1);

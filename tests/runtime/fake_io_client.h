@@ -30,8 +30,13 @@ class FakeMapping : public IoFileClient {
 
   FakeMapping(std::unique_ptr<File> file, uint64_t blocks, uint64_t file_size,
               std::unique_ptr<File> buffered = nullptr)
-      : file_(std::move(file)), buffered_(std::move(buffered)), blocks_(blocks),
-        file_size_(file_size), cb_(blocks), data_(blocks * kBlock), done_(blocks) {
+      : file_(std::move(file)),
+        buffered_(std::move(buffered)),
+        blocks_(blocks),
+        file_size_(file_size),
+        cb_(blocks),
+        data_(blocks * kBlock),
+        done_(blocks) {
     for (auto& c : cb_) c.store(kNoCb);
   }
   void Attach(IoManager* m) { queue_ = m->AddQueue(this); }
@@ -40,9 +45,7 @@ class FakeMapping : public IoFileClient {
   uint32_t QueuedCb(uint64_t block) const override {
     return block < blocks_ ? cb_[block].load() : kNoCb;
   }
-  File* read_file() override {
-    return use_buffered_.load() ? buffered_.get() : file_.get();
-  }
+  File* read_file() override { return use_buffered_.load() ? buffered_.get() : file_.get(); }
   uint64_t ByteOffset(uint64_t block) const override { return block * kBlock; }
   size_t ValidBytes(uint64_t first, uint32_t count) const override {
     const uint64_t start = first * kBlock;

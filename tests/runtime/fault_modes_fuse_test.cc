@@ -12,6 +12,7 @@
 // the data kept, and the next umsync writes the block again. Expectations are exact: the
 // signal, the errno, the stats, and the requests the file system saw.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,8 +24,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
@@ -108,7 +107,8 @@ class FaultModeFuseTest : public ::umaptest::FaultFuseTest,
 TEST_P(FaultModeFuseTest, AFailedReadRaisesSigbusInTheFaultingThreadOnly) {
   Map(/*writable=*/false);
   ASSERT_TRUE(direct_io());
-  ASSERT_OK(fs_->Arm(absl::StrCat("read path=data at=", 5 * kBlock, " count=0 error=EIO")).status());
+  ASSERT_OK(
+      fs_->Arm(absl::StrCat("read path=data at=", 5 * kBlock, " count=0 error=EIO")).status());
   EXPECT_EQ(ProbeRead(base_ + 5 * kBlock + 10), SIGBUS);
   const umap_stats s = rt_->Stats();
   EXPECT_EQ(s.sigbus_raised, 1u);
@@ -128,8 +128,8 @@ TEST_P(FaultModeFuseTest, AFailedReadRaisesSigbusInTheFaultingThreadOnly) {
 // both attempts are still held by the server, neither could be taken back.
 TEST_P(FaultModeFuseTest, AHungReadTimesOutInHandlerModeAndHoldsTheThreadInSignalMode) {
   Map(/*writable=*/false, /*timeout_ms=*/100, /*retries=*/1);
-  ASSERT_OK(fs_->Arm(absl::StrCat("read path=data at=", 9 * kBlock, " count=0 stall=forever"))
-                .status());
+  ASSERT_OK(
+      fs_->Arm(absl::StrCat("read path=data at=", 9 * kBlock, " count=0 stall=forever")).status());
   if (!signal_mode()) {
     EXPECT_EQ(ProbeRead(base_ + 9 * kBlock), SIGBUS);
     const umap_stats s = rt_->Stats();

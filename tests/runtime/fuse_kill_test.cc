@@ -17,6 +17,8 @@
 //
 // Either way umap-recover must replay round 3, heal the torn block and leave exactly the
 // committed bytes, and a second run must find nothing to do.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,9 +29,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "tests/faultinject/fault_fuse_fixture.h"
@@ -184,8 +183,7 @@ TEST_P(SigkillWhileTheServerHoldsAWholeApply, RecoveryHealsTheTornBlockAndKeepsR
   const std::string file = BackingFile();
   for (int i = 1; i < 3; ++i) {
     const uint64_t b = RoundBlocks(3)[i];
-    EXPECT_EQ(writes[6 + i].result,
-              held_writes_land ? static_cast<int64_t>(kKillBlockSize) : -EIO);
+    EXPECT_EQ(writes[6 + i].result, held_writes_land ? static_cast<int64_t>(kKillBlockSize) : -EIO);
     EXPECT_EQ(BlockOf(file, b), held_writes_land ? Image(3, b) : Image(VersionAfterRound2(b), b))
         << "block " << b;
   }
@@ -241,8 +239,9 @@ TEST_P(CrashPointInsideTheApply, KillsWithTwoWritesIssuedAndRecoveryHealsWhateve
 
 INSTANTIATE_TEST_SUITE_P(DirectIo, CrashPointInsideTheApply, ::testing::Values("odirect", "all"),
                          [](const auto& info) {
-                           return std::string(std::string(info.param) == "all" ? "every_handle_direct"
-                                                                               : "buffered_descriptor");
+                           return std::string(std::string(info.param) == "all"
+                                                  ? "every_handle_direct"
+                                                  : "buffered_descriptor");
                          });
 
 }  // namespace

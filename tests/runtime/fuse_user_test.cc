@@ -4,14 +4,13 @@
 // made for other users (allow_other, with the kernel checking file modes). The server
 // fails round 2's writes with ENOSPC: umsync returns ENOSPC to the writer, which reports
 // it and exits, and the file holds exactly round 1, which umsync acknowledged.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/faultinject/fault_fuse_fixture.h"
 #include "tests/recovery/kill_workload.h"
@@ -49,8 +48,8 @@ TEST_F(FuseOrdinaryUserTest, AnOrdinaryUsersUmsyncGetsTheServersEnospcAndKeepsRo
   ASSERT_OK(fs_->Arm("write path=data skip=3 count=0 error=ENOSPC").status());
 
   ProcResult r = ::recoverytest::Run(
-      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-       "--inh-caps=-all", UMAP_KILL_WORKER_BIN, "umap", fs_->Path("data"), journal, "3"},
+      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+       UMAP_KILL_WORKER_BIN, "umap", fs_->Path("data"), journal, "3"},
       dir_.path());
   EXPECT_EQ(r.exit_code, 13) << r.out << r.err;  // kill_worker.cc: umsync failed
   EXPECT_THAT(r.err, HasSubstr("umsync round 2: No space left on device"));
@@ -61,10 +60,9 @@ TEST_F(FuseOrdinaryUserTest, AnOrdinaryUsersUmsyncGetsTheServersEnospcAndKeepsRo
   // The writer really ran as another user: the kernel refuses it root's 0600 file there.
   ASSERT_TRUE(WriteFile(fs_->BackingPath("root-only"), "secret"));
   ASSERT_EQ(::chmod(fs_->BackingPath("root-only").c_str(), 0600), 0);
-  ProcResult denied = ::recoverytest::Run(
-      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/cat",
-       fs_->Path("root-only")},
-      dir_.path());
+  ProcResult denied = ::recoverytest::Run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                           "--clear-groups", "/bin/cat", fs_->Path("root-only")},
+                                          dir_.path());
   EXPECT_NE(denied.exit_code, 0);
   EXPECT_THAT(denied.err, HasSubstr("Permission denied"));
 }

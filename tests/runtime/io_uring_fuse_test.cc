@@ -5,6 +5,7 @@
 // exactly as they do on a DFS. Every expectation is exact: the fill's errno and message,
 // the manager's counters, and the requests the file system saw (offset, length, result).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,8 +13,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
@@ -180,8 +179,8 @@ TEST_P(IoUringFuseErrnoTest, AReadErrorFailsTheFillWithItsErrnoAndIsNotRetried) 
   f->WaitDone(1);
   const absl::Status st = f->statuses()[0];
   EXPECT_EQ(ErrnoFromStatus(st), want) << st;
-  EXPECT_NE(st.message().find(absl::StrCat("read of 1 blocks of ", fs_->Path("data"),
-                                           " at offset ", 9 * kBlock)),
+  EXPECT_NE(st.message().find(
+                absl::StrCat("read of 1 blocks of ", fs_->Path("data"), " at offset ", 9 * kBlock)),
             std::string::npos)
       << st;
   EXPECT_EQ(m->counters().errors.load(), 1u);
@@ -333,7 +332,8 @@ class IoUringFuseFewBackgroundTest : public IoUringFuseTest {
   }
 };
 
-TEST_F(IoUringFuseFewBackgroundTest, DISABLED_StalledReadsTimeOutEvenWhenTheKernelBlocksSubmission) {
+TEST_F(IoUringFuseFewBackgroundTest,
+       DISABLED_StalledReadsTimeOutEvenWhenTheKernelBlocksSubmission) {
   std::unique_ptr<FakeMapping> f = MapData();
   std::unique_ptr<IoManager> m = Manager(/*depth=*/16, /*timeout_ms=*/100, /*retries=*/0);
   ASSERT_TRUE(f && m);

@@ -5,9 +5,8 @@
 // and offset and stops further issue; short writes are finished from their last byte; a
 // torn write fails the call and leaves its prefix. And an armed crash point leaves the
 // writes concurrent: its n-th hit finds n-1 writes issued and still held by the server.
-#include "base/write_engine.h"
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,11 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "base/crash_point.h"
 #include "base/posix_error.h"
+#include "base/write_engine.h"
 #include "tests/faultinject/fault_fuse_fixture.h"
 #include "tests/testing/status_matchers.h"
 
@@ -237,7 +235,8 @@ TEST_F(WriteEngineFuseTest, ATornWriteFailsTheCallAndLeavesItsPrefixInTheFile) {
   ASSERT_OK(fs_->Arm("write path=data tear=100").status());
   absl::Status st = e->Write(file_.get(), w.pieces, [] {});
   EXPECT_EQ(ErrnoFromStatus(st), EIO) << st;
-  EXPECT_EQ(BackingBlock(12), w.bytes[0].substr(0, 100) + PatternAt(12 * kBlock + 100, kBlock - 100));
+  EXPECT_EQ(BackingBlock(12),
+            w.bytes[0].substr(0, 100) + PatternAt(12 * kBlock + 100, kBlock - 100));
 }
 
 // apply.mid_write:3 on a server that holds every write 300 ms: when the third hit comes, the
@@ -249,18 +248,18 @@ TEST_F(WriteEngineFuseTest, AnArmedCrashPointLeavesTheWritesConcurrent) {
   ASSERT_OK(fs_->Arm("write path=data count=0 stall=300").status());
   std::atomic<int64_t> held_at_hit{-1};
   std::atomic<int64_t> answered_at_hit{-1};
-  ASSERT_OK(crash_point::Arm("apply.mid_write", 3,
-                             crash_point::Action::Call([&](absl::string_view) {
-                               // Issued is not yet arrived: the server reads the second
-                               // request a moment after io_uring_submit returned.
-                               fs_->WaitStalled(2, absl::Seconds(2)).IgnoreError();
-                               held_at_hit = fs_->Stat("stalled").value_or(-1);
-                               int64_t answered = 0;
-                               for (const FaultFuse::Request& r : Writes(*fs_)) {
-                                 answered += r.result.has_value();
-                               }
-                               answered_at_hit = answered;
-                             })));
+  ASSERT_OK(
+      crash_point::Arm("apply.mid_write", 3, crash_point::Action::Call([&](absl::string_view) {
+                         // Issued is not yet arrived: the server reads the second
+                         // request a moment after io_uring_submit returned.
+                         fs_->WaitStalled(2, absl::Seconds(2)).IgnoreError();
+                         held_at_hit = fs_->Stat("stalled").value_or(-1);
+                         int64_t answered = 0;
+                         for (const FaultFuse::Request& r : Writes(*fs_)) {
+                           answered += r.result.has_value();
+                         }
+                         answered_at_hit = answered;
+                       })));
   absl::Status st = e->Write(file_.get(), w.pieces, [] { UMAP_CRASH_POINT("apply.mid_write"); });
   crash_point::Disarm();
   ASSERT_OK(st);
