@@ -3,6 +3,8 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
+# Extra ctest arguments, e.g. --output-junit FILE (.ci/run checks the skips in it).
+CTEST_ARGS ?=
 
 .PHONY: all deps configure build demo test bench clean
 
@@ -21,7 +23,7 @@ demo: build
 	$(BUILD)/bench/umap-demo --dir $${UMAP_DEMO_DIR:-/var/tmp/umap-demo}
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900 $(CTEST_ARGS)
 
 bench: build
 	./bench/run-standard.sh $(BUILD)

@@ -2,7 +2,7 @@
 // the worker reported over its pipe (acknowledged and in-flight umsyncs). It lives in the
 // driver, outside the faulty storage, and is the only judge of a run.
 //
-// Invariants (docs/chaos.md, "Invariants"):
+// Invariants (docs/chaos.md, "Invariants checked after every recovery"):
 //   durability   every block is at least at its version after the last acknowledged umsync;
 //   atomicity    no block is torn or foreign; atomic policy: the whole file equals the model
 //                after the last acknowledged umsync or after one that was in flight or

@@ -1,5 +1,5 @@
 // chaos-shutdown-race: measures whether FS_IOC_SHUTDOWN(FS_GOING_DOWN_NOLOGFLUSH) is atomic
-// with an fdatasync in flight (docs/chaos.md, "FS_IOC_SHUTDOWN and in-flight fdatasync").
+// with an fdatasync in flight (docs/chaos.md, "Why `reboot` freezes the worker before the power cut").
 //
 //   chaos-shutdown-race DEVICE MOUNTPOINT [ROUNDS]   (an ext4 on a loop device, mounted; root)
 //

@@ -1,8 +1,10 @@
 #include "chaos/worker_env.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "absl/time/time.h"
 #include "faultinject/fault_env.h"
@@ -47,6 +49,7 @@ absl::Status ArmJournal(const RuntimeSpec& spec) {
     FsFault f = eio ? FsFault::IOError() : FsFault::NoSpace();
     if (eio && op == FsOp::kSync) f = std::move(f).LosesData();
     if (spec.journal_sticky) f = std::move(f).Sticky();
+    if (spec.journal_wal_only) f = std::move(f).OnlyFor(umap::faultinject::FileClass::kWal);
     // Per-op generators (eio's file creations keep the offset the measured runs used).
     const uint64_t op_seed =
         seed + (eio && op == FsOp::kNewWritableFile ? 7 : static_cast<int>(op));
@@ -119,7 +122,18 @@ bool ArmSyncStall(uint64_t ms, bool timeout_error, std::string* error) {
 void PowerCutDataFile(uint64_t seed) {
   g_env->SimulatePowerCut();
   absl::Status s = g_env->DropUnsyncedData(DropOptions::Tear(seed));
-  if (!s.ok()) std::fprintf(stderr, "umap-chaos-worker: DropUnsyncedData: %s\n", s.ToString().c_str());
+  if (!s.ok())
+    std::fprintf(stderr, "umap-chaos-worker: DropUnsyncedData: %s\n", s.ToString().c_str());
+}
+
+void DieInStall(uint64_t seed, bool power_cut) {
+  std::thread([seed, power_cut] {
+    while (!g_env->WaitForStalled(1, absl::Hours(1))) {
+    }
+    g_fs->SimulatePowerCut();  // freeze only: the journal's disk keeps what it has
+    if (power_cut) PowerCutDataFile(seed);
+    std::raise(SIGKILL);
+  }).detach();
 }
 
 void PowerCutJournal(uint64_t seed, bool garble) {
@@ -141,7 +155,8 @@ void HealJournal() { g_fs->ClearAll(); }
 uint64_t DataFaultsFired() {
   uint64_t n = 0;
   for (int k = 0; k < umap::faultinject::kNumFaultKinds; ++k) {
-    if (static_cast<umap::faultinject::FaultKind>(k) == umap::faultinject::FaultKind::kPowerCut) continue;
+    if (static_cast<umap::faultinject::FaultKind>(k) == umap::faultinject::FaultKind::kPowerCut)
+      continue;
     n += g_env->fired(static_cast<umap::faultinject::FaultKind>(k));
   }
   return n;

@@ -19,7 +19,7 @@ struct RuntimeSpec {
   std::string fault = "none";  // none, eio, torn, timeout
   uint64_t fault_seed = 1;
   uint64_t fault_one_in = 20;
-  std::string file_name;       // faults hit only files whose path contains this
+  std::string file_name;  // faults hit only files whose path contains this
   // Faults of the journal's storage (faultinject::FaultFs as RuntimeOptions::journal_fs):
   // none; eio (IOError on 1 in journal_one_in WAL appends and syncs, and on every flush or
   // compaction write that draws it); enospc (NoSpace on 1 in journal_one_in appends and
@@ -30,6 +30,10 @@ struct RuntimeSpec {
   // Arm the journal's faults when the runtime is created (they then hit the journal's open
   // and the map-time replay); otherwise ArmJournalFaults() arms them later.
   bool journal_fault_at_open = false;
+  // Journal faults hit the WAL only (its appends, syncs and creations, all made by the
+  // committing thread), not the tables RocksDB's background threads write: the faults
+  // that fire are then a function of the seed (umap-chaos --replayable).
+  bool journal_wal_only = false;
 };
 
 // Builds the runtime over a FaultEnv (umap_config has no Env field, so through the internal
@@ -42,6 +46,12 @@ bool ArmSyncStall(uint64_t ms, bool timeout_error, std::string* error);
 // Freezes the FaultEnv and rolls the data file back to what survives a power cut of its
 // storage (unsynced writes torn at sector granularity).
 void PowerCutDataFile(uint64_t seed);
+
+// From a thread of its own: once a data-file call is stalled (the armed sync stall),
+// freezes the journal's storage (nothing more reaches it: a kill at that instant), cuts
+// the data file's power if asked (PowerCutDataFile), and SIGKILLs the process. A death
+// inside the hang, at an instant the run's own events decide.
+void DieInStall(uint64_t seed, bool power_cut);
 // The same for the journal's files: frozen (writes in flight finish first), every file cut
 // back to its last synced size or torn at a sector of its unsynced tail (garble: the sector
 // after the cut holds random bytes), the bytes of syncs that lost them zeroed, files no

@@ -16,12 +16,14 @@
 //                           resident cache bytes (umap_stats.cache_bytes_used)
 //   F <data> <journal>      injected failures fired so far (FaultEnv, FaultFs); after each
 //                           failed umsync, before dying and after the last round
-//   H <round>               (--heal-ms) the journal's fault rules ended during this round
+//   H <round>               (--heal-ms, --heal-round) the journal's fault rules ended
+//                           during this round
 //   Z <bytes>               (--die-journal-power-cut) the journal's power was cut; bytes of
 //                           failed syncs that lost them (FsFault::LosesData) it zeroed
 // Exit codes: 0 all rounds done and unmapped; 2 set-up failed (message on stderr); 4 uunmap
 // failed; 5 umap_ex failed with EIO (the replay of pending records at map time failed; an
-// ENOSPC refusal is retried for 20 s first). SIGKILL (driver or crash point) and SIGABRT (RocksDB 7.8.3 assertion) are crashes.
+// ENOSPC refusal is retried for 20 s first). SIGKILL (driver or crash point) and SIGABRT
+// (RocksDB 7.8.3 assertion) are crashes.
 //
 // Fault injection (eio, torn, timeout on the data file; eio, enospc on the journal's
 // storage; power cuts of either): the runtime is built through the internal C++ API
@@ -32,21 +34,23 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
-#include <atomic>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "chaos/worker_env.h"
 #include "chaos/workload.h"
 #include "umap/umap.h"
@@ -70,9 +74,9 @@ uint64_t RssKib() {
   while (std::getline(in, line)) {
     if (line.rfind("VmRSS:", 0) == 0) {
       uint64_t kib = 0;
-      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(
-                                 absl::StripSuffix(absl::string_view(line).substr(6), "kB")),
-                             &kib);
+      (void)absl::SimpleAtoi(
+          absl::StripAsciiWhitespace(absl::StripSuffix(absl::string_view(line).substr(6), "kB")),
+          &kib);
       return kib;
     }
   }
@@ -80,143 +84,158 @@ uint64_t RssKib() {
 }
 
 void ReportFired() {
-  Report(absl::StrCat("F ", chaos_worker::DataFaultsFired(), " ",
-                      chaos_worker::JournalFaultsFired()));
+  Report(
+      absl::StrCat("F ", chaos_worker::DataFaultsFired(), " ", chaos_worker::JournalFaultsFired()));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"umap-chaos-worker: writes versioned blocks through umap for umap-chaos"};
+// The command line (umap-chaos builds it: chaos/harness.cc and chaos/faults/).
+struct Flags {
   std::string file, journal, policy = "atomic", fault = "none";
   uint64_t seed = 1, tag = 1, first_round = 1, rounds = 40, blocks = 64, cache_blocks = 16;
   uint64_t fault_seed = 1, fault_one_in = 20, stall_round = 0, stall_ms = 0, die_round = 0;
   bool die_power_cut = false, report_base = false;
   std::string journal_fault = "none";
-  uint64_t journal_one_in = 20, heal_ms = 0;
+  uint64_t journal_one_in = 20, heal_ms = 0, heal_round = 0;
   bool journal_sticky = false, die_journal_power_cut = false, journal_garble = false;
-  bool journal_at_open = false, die_on_error = false;
-  app.add_option("--file", file)->required();
-  app.add_option("--journal", journal)->required();
-  app.add_option("--policy", policy)->check(CLI::IsMember({"atomic", "relaxed"}));
-  app.add_option("--seed", seed, "workload seed (RoundBlocks)");
-  app.add_option("--tag", tag, "file tag written into every block");
-  app.add_option("--first-round", first_round);
-  app.add_option("--rounds", rounds);
-  app.add_option("--blocks", blocks);
-  app.add_option("--cache-blocks", cache_blocks);
+  bool journal_at_open = false, die_on_error = false, journal_wal_only = false;
+  bool die_in_stall = false;
+};
+
+void AddFlags(CLI::App& app, Flags* f) {
+  app.add_option("--file", f->file)->required();
+  app.add_option("--journal", f->journal)->required();
+  app.add_option("--policy", f->policy)->check(CLI::IsMember({"atomic", "relaxed"}));
+  app.add_option("--seed", f->seed, "workload seed (RoundBlocks)");
+  app.add_option("--tag", f->tag, "file tag written into every block");
+  app.add_option("--first-round", f->first_round);
+  app.add_option("--rounds", f->rounds);
+  app.add_option("--blocks", f->blocks);
+  app.add_option("--cache-blocks", f->cache_blocks);
   app.add_option("--report-fd", g_report_fd);
-  app.add_option("--fault", fault)->check(CLI::IsMember({"none", "eio", "torn", "timeout"}));
-  app.add_option("--fault-seed", fault_seed);
-  app.add_option("--fault-one-in", fault_one_in);
-  app.add_option("--stall-round", stall_round, "timeout: arm the stall after this round");
-  app.add_option("--stall-ms", stall_ms);
-  app.add_option("--die-round", die_round, "after this round's umsync, die (0: never)");
-  app.add_flag("--die-on-error", die_on_error,
+  app.add_option("--fault", f->fault)->check(CLI::IsMember({"none", "eio", "torn", "timeout"}));
+  app.add_option("--fault-seed", f->fault_seed);
+  app.add_option("--fault-one-in", f->fault_one_in);
+  app.add_option("--stall-round", f->stall_round, "timeout: arm the stall after this round");
+  app.add_option("--stall-ms", f->stall_ms);
+  app.add_flag("--die-in-stall", f->die_in_stall,
+               "timeout: die while the armed stall holds a data-file sync (with "
+               "--die-power-cut: after a power cut of the data file)");
+  app.add_option("--die-round", f->die_round, "after this round's umsync, die (0: never)");
+  app.add_flag("--die-on-error", f->die_on_error,
                "die after the first failed umsync from --die-round on (at the latest 30 "
                "rounds later): the power cut then meets the failed call's unsynced bytes");
-  app.add_flag("--die-power-cut", die_power_cut,
+  app.add_flag("--die-power-cut", f->die_power_cut,
                "dying: drop the data file's unsynced writes (torn at sectors) first");
-  app.add_option("--journal-fault", journal_fault, "fault of the journal's storage (FaultFs)")
+  app.add_option("--journal-fault", f->journal_fault, "fault of the journal's storage (FaultFs)")
       ->check(CLI::IsMember({"none", "eio", "enospc"}));
-  app.add_option("--journal-fault-one-in", journal_one_in);
-  app.add_flag("--journal-fault-at-open", journal_at_open,
+  app.add_option("--journal-fault-one-in", f->journal_one_in);
+  app.add_flag("--journal-fault-at-open", f->journal_at_open,
                "arm the journal fault before the journal opens (default: once mapped)");
-  app.add_flag("--journal-sticky", journal_sticky,
+  app.add_flag("--journal-sticky", f->journal_sticky,
                "enospc: once fired, every later journal write fails until healed");
-  app.add_option("--heal-ms", heal_ms,
+  app.add_option("--heal-ms", f->heal_ms,
                  "end the journal's fault rules this long after mapping (0: never)");
-  app.add_flag("--die-journal-power-cut", die_journal_power_cut,
+  app.add_option("--heal-round", f->heal_round,
+                 "end the journal's fault rules after this round's umsync, from the rounds "
+                 "themselves (0: never; replayable runs)");
+  app.add_flag("--journal-fault-wal-only", f->journal_wal_only,
+               "journal faults hit the WAL only, not RocksDB's background tables");
+  app.add_flag("--die-journal-power-cut", f->die_journal_power_cut,
                "dying: drop the journal's unsynced bytes (torn at sectors) first");
-  app.add_flag("--journal-garble", journal_garble,
+  app.add_flag("--journal-garble", f->journal_garble,
                "with --die-journal-power-cut: the sector after each cut holds random bytes");
-  app.add_flag("--report-base", report_base,
+  app.add_flag("--report-base", f->report_base,
                "before writing, read every block through the mapping and report its version");
-  CLI11_PARSE(app, argc, argv);
-  std::signal(SIGPIPE, SIG_IGN);
+}
 
-  int fd = ::open(file.c_str(), O_RDWR);
-  if (fd < 0) {
-    std::fprintf(stderr, "umap-chaos-worker: open %s: %s\n", file.c_str(), std::strerror(errno));
-    return 2;
-  }
-  // Always wrapped in a FaultEnv, so every fault class runs the same code path; with no
-  // rule armed it only forwards (and tracks unsynced ranges for --die-power-cut).
+// Always wrapped in a FaultEnv, so every fault class runs the same code path; with no rule
+// armed it only forwards (and tracks unsynced ranges for --die-power-cut).
+umap_runtime* CreateRuntime(const Flags& f, std::string* error) {
   chaos_worker::RuntimeSpec spec;
-  spec.journal_dir = journal;
-  spec.relaxed = policy == "relaxed";
-  spec.cache_bytes = cache_blocks * chaos::kBlockSize;
+  spec.journal_dir = f.journal;
+  spec.relaxed = f.policy == "relaxed";
+  spec.cache_bytes = f.cache_blocks * chaos::kBlockSize;
   spec.block_size = chaos::kBlockSize;
-  spec.fault = fault;
-  spec.fault_seed = fault_seed;
-  spec.fault_one_in = fault_one_in;
-  spec.file_name = file.substr(file.rfind('/') + 1);
-  spec.journal_fault = journal_fault;
-  spec.journal_one_in = journal_one_in;
-  spec.journal_sticky = journal_sticky;
-  spec.journal_fault_at_open = journal_at_open;
-  std::string error;
-  umap_runtime* r = chaos_worker::CreateRuntime(spec, &error);
-  if (r == nullptr) {
-    std::fprintf(stderr, "umap-chaos-worker: %s\n", error.c_str());
-    return 2;
-  }
-  const size_t size = blocks * chaos::kBlockSize;
-  g_current_round.store(first_round);
-  if (heal_ms > 0) {
-    // From its own thread: the main thread may be held inside a page fault (or a umap_ex)
-    // by the very fault that is to end (a cache block whose spill to the full journal keeps
-    // failing).
-    std::thread([heal_ms] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(heal_ms));
-      chaos_worker::HealJournal();
-      ReportFired();
-      Report(absl::StrCat("H ", g_current_round.load()));
-    }).detach();
-  }
-  char* p = static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  // A full journal or data disk refuses the mapping (the journal's open or the map-time
-  // replay cannot write): retry as an application would, until the space comes back (the
-  // heal, or the driver deleting its filler), for 20 s after the heal at most.
-  for (int i = 0; p == MAP_FAILED && errno == ENOSPC &&
-                  i < static_cast<int>(heal_ms / 20) + 1000;
+  spec.fault = f.fault;
+  spec.fault_seed = f.fault_seed;
+  spec.fault_one_in = f.fault_one_in;
+  spec.file_name = f.file.substr(f.file.rfind('/') + 1);
+  spec.journal_fault = f.journal_fault;
+  spec.journal_one_in = f.journal_one_in;
+  spec.journal_sticky = f.journal_sticky;
+  spec.journal_fault_at_open = f.journal_at_open;
+  spec.journal_wal_only = f.journal_wal_only;
+  return chaos_worker::CreateRuntime(spec, error);
+}
+
+// Ends the journal's fault rules heal_ms from now, from a thread of its own: the main
+// thread may be held inside a page fault (or a umap_ex) by the very fault that is to end
+// (a cache block whose spill to the full journal keeps failing).
+void HealJournalLater(uint64_t heal_ms) {
+  std::thread([heal_ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(heal_ms));
+    chaos_worker::HealJournal();
+    ReportFired();
+    Report(absl::StrCat("H ", g_current_round.load()));
+  }).detach();
+}
+
+// umap_ex of the whole file. A full journal or data disk refuses the mapping (the journal's
+// open or the map-time replay cannot write): retry as an application would, until the space
+// comes back (the heal, or the driver deleting its filler), for 20 s after the heal at most.
+char* MapFile(umap_runtime* r, int fd, size_t size, uint64_t heal_ms) {
+  char* p =
+      static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  for (int i = 0; p == MAP_FAILED && errno == ENOSPC && i < static_cast<int>(heal_ms / 20) + 1000;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     p = static_cast<char*>(umap_ex(r, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   }
-  if (p == MAP_FAILED) {
-    const int err = errno;
-    std::fprintf(stderr, "umap-chaos-worker: umap %s: %s\n", file.c_str(), std::strerror(err));
-    // EIO: replaying an earlier run's journal records at map time hit an (injected) I/O
-    // error; umap refuses the mapping and the records stay for umap-recover.
-    return err == EIO ? 5 : 2;
+  return p;
+}
+
+// "V": what the file holds once umap_ex has replayed the journal's pending records of an
+// earlier, crashed run; the driver checks it against that run's oracle.
+void ReportBase(const char* p, const Flags& f) {
+  std::string line = "V ";
+  for (uint64_t b = 0; b < f.blocks; ++b) {
+    chaos::Decoded d = chaos::DecodeBlock(
+        f.tag, b, absl::MakeConstSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
+    absl::StrAppend(&line, b ? "," : "",
+                    d.kind == chaos::Decoded::Kind::kVersion ? static_cast<int64_t>(d.version)
+                    : d.kind == chaos::Decoded::Kind::kZero  ? -2
+                                                             : -1);
   }
-  if (!journal_at_open && !chaos_worker::ArmJournalFaults(&error)) {
-    std::fprintf(stderr, "umap-chaos-worker: %s\n", error.c_str());
-    return 2;
+  Report(line);
+}
+
+// Dies as --die-round asks: power cuts first, then SIGKILL.
+[[noreturn]] void Die(const Flags& f) {
+  ReportFired();
+  if (f.die_power_cut) {
+    // The DFS node loses what was never fdatasync'ed.
+    chaos_worker::PowerCutDataFile(f.fault_seed);
   }
-  Report(absl::StrCat("R ", ::getpid()));
-  if (report_base) {
-    // What the file holds once umap_ex has replayed the journal's pending records of an
-    // earlier, crashed run: the driver checks it against that run's oracle.
-    std::string line = "V ";
-    for (uint64_t b = 0; b < blocks; ++b) {
-      chaos::Decoded d = chaos::DecodeBlock(
-          tag, b, absl::MakeConstSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
-      absl::StrAppend(&line, b ? "," : "",
-                      d.kind == chaos::Decoded::Kind::kVersion ? static_cast<int64_t>(d.version)
-                      : d.kind == chaos::Decoded::Kind::kZero  ? -2
-                                                               : -1);
-    }
-    Report(line);
+  if (f.die_journal_power_cut) {
+    // The node of the journal loses its unsynced bytes too (alone: the DFS survives).
+    chaos_worker::PowerCutJournal(f.fault_seed, f.journal_garble);
+    Report(absl::StrCat("Z ", chaos_worker::JournalBytesZeroed()));
   }
-  const uint64_t last = first_round + rounds - 1;
+  std::raise(SIGKILL);
+  std::abort();  // not reached: SIGKILL cannot be caught
+}
+
+// The rounds: write each round's blocks, umsync, report. Returns 0, or 2 when arming the
+// stall failed; dies (Die) where the flags ask.
+int RunRounds(umap_runtime* r, char* p, size_t size, const Flags& f) {
+  const uint64_t last = f.first_round + f.rounds - 1;
   umap_stats stats{};
-  for (uint64_t round = first_round; round <= last; ++round) {
+  std::string error;
+  for (uint64_t round = f.first_round; round <= last; ++round) {
     g_current_round.store(round);
-    for (uint64_t b : chaos::RoundBlocks(seed, round, blocks)) {
-      chaos::FillBlock(tag, b, round,
-                             absl::MakeSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
+    for (uint64_t b : chaos::RoundBlocks(f.seed, round, f.blocks)) {
+      chaos::FillBlock(f.tag, b, round,
+                       absl::MakeSpan(p + b * chaos::kBlockSize, chaos::kBlockSize));
     }
     Report(absl::StrCat("B ", round));
     bool failed = false;
@@ -230,35 +249,36 @@ int main(int argc, char** argv) {
       // Back off a little: the journal reopens, space may come back, the DFS may return.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    if (f.heal_round > 0 && round == f.heal_round) {
+      chaos_worker::HealJournal();
+      ReportFired();
+      Report(absl::StrCat("H ", round));
+    }
     const uint64_t cache = umap_get_stats(r, &stats) == 0 ? stats.cache_bytes_used : 0;
     Report(absl::StrCat("M ", round, " ", RssKib(), " ", cache));
-    if (fault == "timeout" && round == stall_round) {
+    if (f.fault == "timeout" && round == f.stall_round) {
       // A DFS that stops answering: the next data-file sync blocks, then fails or proceeds.
-      if (!chaos_worker::ArmSyncStall(stall_ms, (fault_seed & 1) != 0, &error)) {
+      if (!chaos_worker::ArmSyncStall(f.stall_ms, (f.fault_seed & 1) != 0, &error)) {
         std::fprintf(stderr, "umap-chaos-worker: arming stall: %s\n", error.c_str());
         return 2;
       }
-      Report(absl::StrCat("T ", round, " ", stall_ms));
-    }
-    const bool die = die_on_error ? die_round > 0 && round >= die_round &&
-                                        (failed || round == die_round + 30)
-                                  : round == die_round;
-    if (die) {
-      ReportFired();
-      if (die_power_cut) {
-        // The DFS node loses what was never fdatasync'ed.
-        chaos_worker::PowerCutDataFile(fault_seed);
+      Report(absl::StrCat("T ", round, " ", f.stall_ms));
+      if (f.die_in_stall) {
+        ReportFired();
+        chaos_worker::DieInStall(f.fault_seed, f.die_power_cut);
       }
-      if (die_journal_power_cut) {
-        // The node of the journal loses its unsynced bytes too (alone: the DFS survives).
-        chaos_worker::PowerCutJournal(fault_seed, journal_garble);
-        Report(absl::StrCat("Z ", chaos_worker::JournalBytesZeroed()));
-      }
-      std::raise(SIGKILL);
     }
+    const bool die = f.die_on_error ? f.die_round > 0 && round >= f.die_round &&
+                                          (failed || round == f.die_round + 30)
+                                    : round == f.die_round;
+    if (die) Die(f);
   }
-  // uunmap writes back like umsync; with injected faults it may fail and leave the mapping
-  // in place (nothing lost). Retry as an application would.
+  return 0;
+}
+
+// uunmap writes back like umsync; with injected faults it may fail and leave the mapping in
+// place (nothing lost). Retry as an application would. Returns 0 or 4.
+int Unmap(umap_runtime* r, char* p, size_t size) {
   int rc = -1, err = 0;
   for (int attempt = 0; attempt < 50 && rc != 0; ++attempt) {
     rc = uunmap(p, size);
@@ -269,6 +289,48 @@ int main(int argc, char** argv) {
   ReportFired();
   if (rc != 0) return 4;
   if (umap_runtime_destroy(r) != 0) return 4;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"umap-chaos-worker: writes versioned blocks through umap for umap-chaos"};
+  Flags f;
+  AddFlags(app, &f);
+  CLI11_PARSE(app, argc, argv);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  int fd = ::open(f.file.c_str(), O_RDWR);
+  if (fd < 0) {
+    std::fprintf(stderr, "umap-chaos-worker: open %s: %s\n", f.file.c_str(), std::strerror(errno));
+    return 2;
+  }
+  std::string error;
+  umap_runtime* r = CreateRuntime(f, &error);
+  if (r == nullptr) {
+    std::fprintf(stderr, "umap-chaos-worker: %s\n", error.c_str());
+    return 2;
+  }
+  const size_t size = f.blocks * chaos::kBlockSize;
+  g_current_round.store(f.first_round);
+  if (f.heal_ms > 0) HealJournalLater(f.heal_ms);
+  char* p = MapFile(r, fd, size, f.heal_ms);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    std::fprintf(stderr, "umap-chaos-worker: umap %s: %s\n", f.file.c_str(), std::strerror(err));
+    // EIO: replaying an earlier run's journal records at map time hit an (injected) I/O
+    // error; umap refuses the mapping and the records stay for umap-recover.
+    return err == EIO ? 5 : 2;
+  }
+  if (!f.journal_at_open && !chaos_worker::ArmJournalFaults(&error)) {
+    std::fprintf(stderr, "umap-chaos-worker: %s\n", error.c_str());
+    return 2;
+  }
+  Report(absl::StrCat("R ", ::getpid()));
+  if (f.report_base) ReportBase(p, f);
+  if (int rc = RunRounds(r, p, size, f); rc != 0) return rc;
+  if (int rc = Unmap(r, p, size); rc != 0) return rc;
   ::close(fd);
   return 0;
 }

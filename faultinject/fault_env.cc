@@ -20,14 +20,6 @@ constexpr absl::string_view kKindNames[kNumFaultKinds] = {
     "error", "torn_write", "short_read", "truncated_read", "stall", "sync_loses_data", "power_cut",
 };
 
-// splitmix64: tiny, seedable, and the same on every platform (std distributions are not).
-uint64_t NextRandom(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 absl::Status Injected(FaultKind kind, int err, absl::string_view what) {
   absl::Status s = PosixError(err, absl::StrCat("injected ", FaultKindName(kind), ": ", what));
   s.SetPayload(kInjectedUrl, absl::Cord(FaultKindName(kind)));
@@ -157,8 +149,7 @@ class FaultFile final : public File {
           return Injected(f.kind, f.err, What("read", offset));
         }
         default:
-          env_->Count(f.kind);
-          return Injected(f.kind, f.err, What("read", offset));
+          return env_->FailOrStall(f, What("read", offset));
       }
     }
     return target_->ReadAt(offset, dst);
@@ -176,8 +167,7 @@ class FaultFile final : public File {
         n = std::min<uint64_t>(f.prefix.value_or(n == 0 ? 0 : fired->draw % n), n);
         torn = f;
       } else {
-        env_->Count(f.kind);
-        return Injected(f.kind, f.err, What("write", offset));
+        return env_->FailOrStall(f, What("write", offset));
       }
     }
     {
@@ -310,12 +300,11 @@ class FaultFile final : public File {
 // FaultEnv
 
 FaultEnv::FaultEnv(Env* target, Options options)
-    : EnvWrapper(target), options_(std::move(options)), rng_(options_.seed) {}
+    : EnvWrapper(target), options_(std::move(options)), rules_(options_.seed) {}
 
 FaultEnv::~FaultEnv() = default;
 
-absl::Status FaultEnv::SetRule(Op op, Rule rule) {
-  const Fault& f = rule.fault;
+absl::Status FaultEnv::Validate(Op op, const Fault& f) {
   bool applies = false;
   bool needs_err = true;
   switch (f.kind) {
@@ -335,55 +324,27 @@ absl::Status FaultEnv::SetRule(Op op, Rule rule) {
     return absl::InvalidArgumentError(
         absl::StrCat("fault ", FaultKindName(f.kind), " needs a positive errno, got ", f.err));
   }
-  absl::MutexLock l(&mu_);
-  rules_[static_cast<int>(op)] = std::move(rule);
   return absl::OkStatus();
 }
 
 absl::Status FaultEnv::FailNext(Op op, int count, Fault fault) {
-  if (count < 1) return absl::InvalidArgumentError(absl::StrCat("FailNext count ", count));
-  Rule r;
-  r.fault = std::move(fault);
-  r.remaining = count;
-  return SetRule(op, std::move(r));
+  RETURN_IF_ERROR(Validate(op, fault));
+  return rules_.FailNext(op, count, std::move(fault));
 }
 
 absl::Status FaultEnv::FailOneIn(Op op, uint32_t n, uint64_t seed, Fault fault) {
-  if (n < 1) return absl::InvalidArgumentError("FailOneIn needs n >= 1");
-  Rule r;
-  r.fault = std::move(fault);
-  r.one_in = n;
-  r.rng = seed;
-  return SetRule(op, std::move(r));
+  RETURN_IF_ERROR(Validate(op, fault));
+  return rules_.FailOneIn(op, n, seed, std::move(fault));
 }
 
-void FaultEnv::Clear(Op op) {
-  absl::MutexLock l(&mu_);
-  rules_[static_cast<int>(op)].reset();
-}
+void FaultEnv::Clear(Op op) { rules_.Clear(op); }
 
-void FaultEnv::ClearAll() {
-  absl::MutexLock l(&mu_);
-  for (auto& r : rules_) r.reset();
-}
+void FaultEnv::ClearAll() { rules_.ClearAll(); }
 
-std::optional<FaultEnv::Fired> FaultEnv::Decide(Op op, absl::string_view path) {
-  absl::MutexLock l(&mu_);
-  auto& rule = rules_[static_cast<int>(op)];
-  if (!rule) return std::nullopt;
-  if (!rule->fault.path_contains.empty() &&
-      path.find(rule->fault.path_contains) == absl::string_view::npos) {
-    return std::nullopt;
-  }
-  Fired fired{rule->fault, 0};
-  if (rule->one_in > 0) {
-    if (NextRandom(&rule->rng) % rule->one_in != 0) return std::nullopt;
-    fired.draw = NextRandom(&rule->rng);
-    return fired;
-  }
-  fired.draw = NextRandom(&rng_);
-  if (--rule->remaining <= 0) rule.reset();
-  return fired;
+absl::Status FaultEnv::FailOrStall(const Fault& fault, absl::string_view what) {
+  if (fault.kind == FaultKind::kStall) return Stall(fault, what);
+  Count(fault.kind);
+  return Injected(fault.kind, fault.err, what);
 }
 
 void FaultEnv::Count(FaultKind kind) {
@@ -475,14 +436,7 @@ absl::StatusOr<std::unique_ptr<File>> FaultEnv::OpenFile(const std::string& path
                                                          OpenMode mode) {
   const uint64_t generation = generation_.load();
   if (frozen_.load()) return PowerCutError("open " + path);
-  if (auto fired = Decide(Op::kOpen, path)) {
-    if (fired->fault.kind == FaultKind::kStall) {
-      RETURN_IF_ERROR(Stall(fired->fault, "open " + path));
-    } else {
-      Count(fired->fault.kind);
-      return Injected(fired->fault.kind, fired->fault.err, "open " + path);
-    }
-  }
+  if (auto fired = Decide(Op::kOpen, path)) RETURN_IF_ERROR(FailOrStall(fired->fault, "open " + path));
   ASSIGN_OR_RETURN(std::unique_ptr<File> file, target()->OpenFile(path, mode));
   return Wrap(std::move(file), generation);
 }
@@ -493,14 +447,7 @@ absl::StatusOr<std::unique_ptr<File>> FaultEnv::AdoptFd(int fd, OpenMode mode) {
   if (frozen_.load()) return PowerCutError(what);
   ASSIGN_OR_RETURN(std::unique_ptr<File> file, target()->AdoptFd(fd, mode));
   // Decided after adopting, so that OnlyFor() can match the path behind the descriptor.
-  if (auto fired = Decide(Op::kOpen, file->name())) {
-    if (fired->fault.kind == FaultKind::kStall) {
-      RETURN_IF_ERROR(Stall(fired->fault, what));
-    } else {
-      Count(fired->fault.kind);
-      return Injected(fired->fault.kind, fired->fault.err, what);
-    }
-  }
+  if (auto fired = Decide(Op::kOpen, file->name())) RETURN_IF_ERROR(FailOrStall(fired->fault, what));
   return Wrap(std::move(file), generation);
 }
 
@@ -512,12 +459,7 @@ absl::Status FaultEnv::CreateDir(const std::string& path, mode_t mode) {
 absl::Status FaultEnv::SyncDir(const std::string& path) {
   if (frozen_.load()) return PowerCutError("sync dir " + path);
   if (auto fired = Decide(Op::kSyncDir, path)) {
-    if (fired->fault.kind == FaultKind::kStall) {
-      RETURN_IF_ERROR(Stall(fired->fault, "sync dir " + path));
-    } else {
-      Count(fired->fault.kind);
-      return Injected(fired->fault.kind, fired->fault.err, "sync dir " + path);
-    }
+    RETURN_IF_ERROR(FailOrStall(fired->fault, "sync dir " + path));
   }
   RETURN_IF_ERROR(target()->SyncDir(path));
   dir_syncs_.fetch_add(1, std::memory_order_relaxed);

@@ -5,7 +5,9 @@
 //     Sync, with the pre-image of every overwritten durable byte (so unsynced overwrites can
 //     be rolled back, not only unsynced appends);
 //   - injected failures of the next N calls of an operation, or of 1 call in n drawn from a
-//     fixed seed, with a chosen errno (EIO, ENOSPC, ETIMEDOUT, EINTR/EAGAIN, ...);
+//     fixed seed, transient or sticky, optionally for one file only, with a chosen errno
+//     (EIO, ENOSPC, ETIMEDOUT, EINTR/EAGAIN, ...): the rule engine FaultFs uses too
+//     (faultinject/fault_rules.h);
 //   - torn writes (a prefix of the bytes reaches the file, then an error), short and
 //     truncated reads, stalls (block for a time or until released: timeout tests), and an
 //     fsync that fails after "marking the pages clean" (the data is lost to a power cut even
@@ -51,6 +53,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "faultinject/fault_rules.h"
 #include "umap/env.h"
 
 namespace umap::faultinject {
@@ -113,6 +116,16 @@ struct Fault {
     path_contains = std::move(part);
     return std::move(*this);
   }
+  // Once it fired, every later matching call fails too (a disk that stays full), until
+  // Clear; FailNext's count then only says when it starts.
+  Fault Sticky() && {
+    sticky = true;
+    return std::move(*this);
+  }
+  // The path filter (FaultRules).
+  bool Matches(absl::string_view path) const {
+    return path_contains.empty() || path.find(path_contains) != absl::string_view::npos;
+  }
 
   // Any kind (table-driven tests); FailNext/FailOneIn validate the combination.
   static Fault Of(FaultKind kind, int err) {
@@ -127,6 +140,7 @@ struct Fault {
   std::optional<uint64_t> prefix;
   absl::Duration stall = absl::InfiniteDuration();
   std::string path_contains;  // empty: every file
+  bool sticky = false;
 };
 
 // The payload that marks an injected error (type URL "umap.dev/faultinject").
@@ -179,7 +193,7 @@ class FaultEnv : public EnvWrapper {
   FaultEnv(const FaultEnv&) = delete;
   FaultEnv& operator=(const FaultEnv&) = delete;
 
-  // --- Arming. Each op has at most one rule; arming replaces it. ---
+  // --- Arming (faultinject/fault_rules.h). Each op has at most one rule; arming replaces it. ---
   // Fails the next `count` matching calls of `op`. Errors: kInvalidArgument when the kind
   // does not apply to `op` (torn: kWrite; short/truncated read: kRead; sync-loses: kSync;
   // kPowerCut never), when count < 1, or when err <= 0 (0 is allowed for kStall, meaning
@@ -231,28 +245,28 @@ class FaultEnv : public EnvWrapper {
 
  private:
   friend class FaultFile;
-  struct Rule {
-    Fault fault;
-    int remaining = 0;     // FailNext
-    uint32_t one_in = 0;   // FailOneIn
-    uint64_t rng = 0;
-  };
-  struct Fired {
-    Fault fault;
-    uint64_t draw;  // for a default prefix
-  };
+  using Rules = FaultRules<Op, kNumOps, Fault>;
 
-  std::optional<Fired> Decide(Op op, absl::string_view path);
+  // Whether this call fails; the draw picks a default torn or short prefix.
+  std::optional<Rules::Fired> Decide(Op op, absl::string_view path) {
+    return rules_.Decide(op, path, /*with_draw=*/true);
+  }
+  // kInvalidArgument when the fault's kind or errno does not fit `op`.
+  static absl::Status Validate(Op op, const Fault& fault);
   // Blocks per `fault`; returns the error to report after the stall, or OK to proceed.
   absl::Status Stall(const Fault& fault, absl::string_view what);
+  // A fired fault that does nothing but fail or stall (no partial data): stalls, then
+  // returns OK to proceed or the stall's error; or returns the injected error.
+  absl::Status FailOrStall(const Fault& fault, absl::string_view what);
   absl::Status PowerCutError(absl::string_view what);
   absl::StatusOr<std::unique_ptr<File>> Wrap(std::unique_ptr<File> file, uint64_t generation);
   bool IsStale(uint64_t generation) const;
   void Count(FaultKind kind);
-  absl::Status SetRule(Op op, Rule rule);
 
   // Const after construction.
   const Options options_;
+
+  Rules rules_;
 
   std::array<std::atomic<uint64_t>, kNumFaultKinds> fired_{};
   std::atomic<uint64_t> dir_syncs_{0};
@@ -262,8 +276,6 @@ class FaultEnv : public EnvWrapper {
   std::atomic<uint64_t> generation_{0};
 
   mutable absl::Mutex mu_;
-  std::array<std::optional<Rule>, kNumOps> rules_ ABSL_GUARDED_BY(mu_);
-  uint64_t rng_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<TrackedFile>> files_ ABSL_GUARDED_BY(mu_);
   int stalled_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t release_epoch_ ABSL_GUARDED_BY(mu_) = 0;

@@ -14,13 +14,6 @@ constexpr absl::string_view kOpNames[kNumFsOps] = {
     "new_writable_file", "append", "sync", "fsync", "close", "rename_file", "dir_fsync",
 };
 
-uint64_t NextRandom(uint64_t* state) {  // splitmix64, as in fault_env.cc
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 std::string DirOf(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -141,6 +134,7 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
                               rocksdb::IODebugContext* dbg) override {
     absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     if (fs_->IsFrozen()) return fs_->Refuse("range sync " + path_);
+    if (fs_->skip_syncs()) return rocksdb::IOStatus::OK();
     return target()->RangeSync(offset, nbytes, options, dbg);
   }
   rocksdb::IOStatus Close(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
@@ -166,6 +160,7 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
       if (loses_data) fs_->OnSyncLostData(path_);
       return s;
     }
+    if (fs_->skip_syncs()) return rocksdb::IOStatus::OK();
     // Only what was appended before the sync started is known to be covered by it.
     const uint64_t covered = fs_->SizeOf(path_);
     s = op == FsOp::kSync ? target()->Sync(options, dbg) : target()->Fsync(options, dbg);
@@ -185,7 +180,8 @@ class FaultDirectory final : public rocksdb::FSDirectoryWrapper {
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
     absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = Before();
-    if (s.ok()) s = FSDirectoryWrapper::Fsync(options, dbg);
+    if (!s.ok() || fs_->skip_syncs()) return s;
+    s = FSDirectoryWrapper::Fsync(options, dbg);
     if (s.ok()) fs_->OnDirSynced(dir_);
     return s;
   }
@@ -194,7 +190,8 @@ class FaultDirectory final : public rocksdb::FSDirectoryWrapper {
                                         const rocksdb::DirFsyncOptions& dir_options) override {
     absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
     rocksdb::IOStatus s = Before();
-    if (s.ok()) s = FSDirectoryWrapper::FsyncWithDirOptions(options, dbg, dir_options);
+    if (!s.ok() || fs_->skip_syncs()) return s;
+    s = FSDirectoryWrapper::FsyncWithDirOptions(options, dbg, dir_options);
     if (s.ok()) fs_->OnDirSynced(dir_);
     return s;
   }
@@ -215,64 +212,10 @@ FaultFs::FaultFs(const std::shared_ptr<rocksdb::FileSystem>& base) : FileSystemW
 
 FaultFs::~FaultFs() = default;
 
-absl::Status FaultFs::SetRule(FsOp op, Rule rule) {
-  absl::MutexLock l(&mu_);
-  rules_[static_cast<int>(op)] = std::move(rule);
-  return absl::OkStatus();
-}
-
-absl::Status FaultFs::FailNext(FsOp op, int count, FsFault fault) {
-  if (count < 1) return absl::InvalidArgumentError(absl::StrCat("FailNext count ", count));
-  Rule r;
-  r.fault = std::move(fault);
-  r.remaining = count;
-  return SetRule(op, std::move(r));
-}
-
-absl::Status FaultFs::FailOneIn(FsOp op, uint32_t n, uint64_t seed, FsFault fault) {
-  if (n < 1) return absl::InvalidArgumentError("FailOneIn needs n >= 1");
-  Rule r;
-  r.fault = std::move(fault);
-  r.one_in = n;
-  r.rng = seed;
-  return SetRule(op, std::move(r));
-}
-
-void FaultFs::Clear(FsOp op) {
-  absl::MutexLock l(&mu_);
-  rules_[static_cast<int>(op)].reset();
-}
-
-void FaultFs::ClearAll() {
-  absl::MutexLock l(&mu_);
-  for (auto& r : rules_) r.reset();
-}
-
 rocksdb::IOStatus FaultFs::Inject(FsOp op, const std::string& path, bool* loses_data) {
-  FsFault fault;
-  {
-    absl::MutexLock l(&mu_);
-    auto& rule = rules_[static_cast<int>(op)];
-    if (!rule) return rocksdb::IOStatus::OK();
-    if (rule->fault.file_class != FileClass::kAny && ClassifyFile(path) != rule->fault.file_class) {
-      return rocksdb::IOStatus::OK();
-    }
-    bool fire;
-    if (rule->stuck) {
-      fire = true;
-    } else if (rule->one_in > 0) {
-      fire = NextRandom(&rule->rng) % rule->one_in == 0;
-    } else {
-      fire = rule->remaining-- > 0;
-    }
-    if (!fire) return rocksdb::IOStatus::OK();
-    fault = rule->fault;
-    if (fault.sticky) {
-      rule->stuck = true;
-    } else if (rule->one_in == 0 && rule->remaining <= 0) {
-      rule.reset();
-    }
-  }
+  auto fired = rules_.Decide(op, path, /*with_draw=*/false);
+  if (!fired) return rocksdb::IOStatus::OK();
+  const FsFault& fault = fired->fault;
   fired_[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed);
   if (loses_data != nullptr) *loses_data = fault.loses_data;
   std::string msg = absl::StrCat("injected ", FsOpName(op), " failure: ", path);

@@ -12,7 +12,8 @@
 //     with IOStatus::IOError or IOStatus::NoSpace: the next N calls, or 1 call in n drawn
 //     from a seed; transient (the rule ends after N) or sticky (once fired, every later
 //     matching call fails, like a disk that stays full); optionally only for one class of
-//     RocksDB file (WAL, MANIFEST, SST, other);
+//     RocksDB file (WAL, MANIFEST, SST, other). The rule engine is FaultEnv's
+//     (faultinject/fault_rules.h);
 //   - tracks, per writable file, the bytes appended and the size at its last successful
 //     Sync/Fsync, and, per directory, the files created (or renamed into it) since the
 //     directory's last fsync (NewDirectory(dir)->Fsync);
@@ -27,7 +28,10 @@
 //   - a failed Sync/Fsync leaves the tail unsynced (a later successful Sync makes it
 //     durable), unless its fault has LosesData: then that tail is lost to a power cut
 //     even if later syncs succeed (the lost-page fsync semantics of FaultEnv, as Linux
-//     behaves after a writeback error).
+//     behaves after a writeback error);
+//   - SkipSyncs(true): syncs return OK without reaching the disk and make nothing durable
+//     (a disk whose write cache acknowledges flushes); tests that never cut power use it
+//     for speed.
 //
 // RocksDB's Status cannot carry a payload, so injected errors are recognised by the
 // counters (fired(), counters()), not by their text. Injected errors have no retryable or
@@ -57,6 +61,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "faultinject/fault_rules.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/io_status.h"
 
@@ -113,6 +118,10 @@ struct FsFault {
     loses_data = true;
     return std::move(*this);
   }
+  // The path filter (FaultRules).
+  bool Matches(absl::string_view path) const {
+    return file_class == FileClass::kAny || ClassifyFile(path) == file_class;
+  }
 
   Error error = Error::kIOError;
   FileClass file_class = FileClass::kAny;  // calls on other files neither fail nor count
@@ -156,12 +165,19 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   ~FaultFs() override;
   const char* Name() const override { return "UmapFaultFs"; }
 
-  // --- Arming. Each op has at most one rule; arming replaces it. ---
-  // Errors: kInvalidArgument for count < 1 / n < 1.
-  absl::Status FailNext(FsOp op, int count, FsFault fault);
-  absl::Status FailOneIn(FsOp op, uint32_t n, uint64_t seed, FsFault fault);
-  void Clear(FsOp op);
-  void ClearAll();
+  // --- Arming (faultinject/fault_rules.h). Each op has at most one rule; arming replaces
+  // it. Errors: kInvalidArgument for count < 1 / n < 1.
+  absl::Status FailNext(FsOp op, int count, FsFault fault) {
+    return rules_.FailNext(op, count, std::move(fault));
+  }
+  absl::Status FailOneIn(FsOp op, uint32_t n, uint64_t seed, FsFault fault) {
+    return rules_.FailOneIn(op, n, seed, std::move(fault));
+  }
+  void Clear(FsOp op) { rules_.Clear(op); }
+  void ClearAll() { rules_.ClearAll(); }
+  // Sync, Fsync, RangeSync and directory fsyncs that no rule fails return OK without
+  // reaching the base FileSystem; what they "synced" stays unsynced for DropUnsyncedData.
+  void SkipSyncs(bool skip) { skip_syncs_.store(skip); }
 
   // --- Power cut. ---
   void SimulatePowerCut();
@@ -219,13 +235,6 @@ class FaultFs : public rocksdb::FileSystemWrapper {
  private:
   friend class FaultWritableFile;
   friend class FaultDirectory;
-  struct Rule {
-    FsFault fault;
-    int remaining = 0;    // FailNext; unused once sticky fired
-    uint32_t one_in = 0;  // FailOneIn
-    uint64_t rng = 0;
-    bool stuck = false;   // a sticky rule that fired
-  };
   struct FileState {
     uint64_t size = 0;         // bytes appended (or the size when reopened)
     uint64_t synced_size = 0;  // size at the last successful Sync/Fsync
@@ -239,7 +248,7 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus Inject(FsOp op, const std::string& path, bool* loses_data = nullptr);
   rocksdb::IOStatus Refuse(absl::string_view what);  // frozen
   bool IsFrozen() const { return frozen_.load(); }
-  absl::Status SetRule(FsOp op, Rule rule);
+  bool skip_syncs() const { return skip_syncs_.load(); }
 
   // positioned: `n_or_end` is the end offset of the write, else the bytes appended.
   void OnAppended(const std::string& path, uint64_t n_or_end, bool positioned);
@@ -253,16 +262,18 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   void OnCreated(const std::string& path, std::optional<std::string> previous);
   void OnDirSynced(const std::string& dir);
 
+  // FsFaults draw nothing beyond their decision, so the engine's seed is unused.
+  FaultRules<FsOp, kNumFsOps, FsFault> rules_{0};
   std::array<std::atomic<uint64_t>, kNumFsOps> fired_{};
   std::atomic<uint64_t> refused_{0};
   std::atomic<bool> frozen_{false};
+  std::atomic<bool> skip_syncs_{false};
   // Held shared by every call that writes through to the base FileSystem, from its frozen
   // check to its end; SimulatePowerCut takes it exclusively, so that it returns only when
   // no such call is in flight.
   mutable absl::Mutex freeze_mu_;
 
   mutable absl::Mutex mu_;
-  std::array<std::optional<Rule>, kNumFsOps> rules_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, FileState> files_ ABSL_GUARDED_BY(mu_);
   // dir -> (file name -> old content when the entry replaced an existing file, else nullopt)
   std::map<std::string, std::map<std::string, std::optional<std::string>>> new_entries_

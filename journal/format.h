@@ -50,7 +50,7 @@ enum class RecordTag : char {
   kTxnPayload = 'P',
 };
 
-// Write-back policy of a mapping (DESIGN.md §2). Encoded as one byte: 0, 1.
+// Write-back policy of a mapping (docs/durability.md, "Policies"). Encoded as one byte: 0, 1.
 enum class Policy : uint8_t { kAtomic = 0, kRelaxed = 1 };
 // What a transaction carries. kIntent (CRC only) is allowed with kRelaxed only.
 enum class Contents : uint8_t { kData = 0, kIntent = 1 };

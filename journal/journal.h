@@ -1,4 +1,4 @@
-// Journal: the write-ahead journal of dirty block versions (DESIGN.md §2), in one RocksDB
+// Journal: the write-ahead journal of dirty block versions (docs/durability.md), in one RocksDB
 // database. Record layout: journal/format.h; normative description: docs/journal_format.md.
 //
 // Protocol, as the runtime uses it:

@@ -1,5 +1,6 @@
 // A direct fcntl query: base/Env has no lock operations, and this one only reads lock state.
-// If the Env grows a LockHolder() call, move this there (STYLE.md §4).
+// File system calls otherwise live behind Env (base/env_posix.cc); if Env grows a lock query,
+// this belongs there.
 #include "journal/lock_holder.h"
 
 #include <fcntl.h>

@@ -1,4 +1,5 @@
-// The one boundary where rocksdb::Status becomes absl::Status (STYLE.md §3).
+// The one boundary where rocksdb::Status becomes absl::Status: journal code converts a
+// RocksDB error here and nowhere else, so its absl code and errno are chosen in one place.
 #ifndef UMAP_JOURNAL_ROCKSDB_STATUS_H_
 #define UMAP_JOURNAL_ROCKSDB_STATUS_H_
 

@@ -1,5 +1,7 @@
 #include "recovery/recovery.h"
 
+#include <sys/sysmacros.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <map>
@@ -291,6 +293,17 @@ class Recoverer {
   uint64_t cached_bytes_ = 0;
 };
 
+// Whether `found` is the file the journal names. The inode must match. So must the device,
+// except that file systems without a block device of their own (FUSE — GlusterFS —, NFS,
+// and other anonymous-device mounts, major number 0) get a new st_dev at every mount: after a
+// client restart or a node reboot the same file comes back under another device number.
+bool SameFile(const FileIdentity& journaled, const FileIdentity& found) {
+  if (journaled.inode != found.inode) return false;
+  if (journaled.device == found.device) return true;
+  return major(static_cast<dev_t>(journaled.device)) == 0 &&
+         major(static_cast<dev_t>(found.device)) == 0;
+}
+
 bool Recoverer::Included(const MappingInfo& m) const {
   if (std::find(o_.skip_mappings.begin(), o_.skip_mappings.end(), m.id) !=
       o_.skip_mappings.end()) {
@@ -447,7 +460,7 @@ void Recoverer::Check(MappingWork* w) {
   w->found = *found;
   w->stat_ok = true;
   if (w->bad_txn) return;  // refused by the scan
-  if (!r.relocated && (found->device != m.file.device || found->inode != m.file.inode)) {
+  if (!r.relocated && !SameFile(m.file, *found)) {
     Refuse(w, Problem::kIdentityMismatch,
            absl::FailedPreconditionError(absl::StrCat(
                "mapping ", m.id, ": ", where, " is not the journaled file: journaled device ",
@@ -498,7 +511,7 @@ absl::Status Recoverer::OpenGroupFile(FileGroup* g) {
     FailGroup(g, Problem::kIo, id.status());
     return id.status();
   }
-  if (id->device != first.found.device || id->inode != first.found.inode) {
+  if (!SameFile(first.found, *id)) {
     absl::Status s = absl::FailedPreconditionError(
         absl::StrCat(g->path, " was replaced while recovery checked it (device ", id->device,
                      " inode ", id->inode, ", was ", first.found.device, " ",

@@ -1,6 +1,7 @@
 // Recovery: replays the committed transactions of a journal into their files, verifies file
-// blocks against the journal's CRCs, and reports what it found (DESIGN.md §2, recovery
-// rules; docs/journal_format.md §5.5 and §6; user guide docs/recovery.md).
+// blocks against the journal's CRCs, and reports what it found (the protocol and its recovery
+// rules: docs/durability.md; records: docs/journal_format.md §5.5 and §6; user guide
+// docs/recovery.md).
 //
 // Two entry points:
 //   Recover(options)            opens options.journal_dir itself (the umap-recover CLI; a

@@ -1,4 +1,4 @@
-// Write-back through the write-ahead journal (DESIGN.md §2, docs/durability.md).
+// Write-back through the write-ahead journal (the protocol: docs/durability.md).
 //
 // JournalHandle owns the runtime's Journal and reopens it after a write error poisoned it
 // (the journal never writes again after an error until closed, reopened and recovered).

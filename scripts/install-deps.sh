@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
       libabsl-dev librocksdb-dev liburing-dev libisal-dev libcli11-dev
       libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libfuse3-dev
-      glusterfs-server glusterfs-client e2fsprogs iproute2 psmisc procps util-linux
+      glusterfs-server glusterfs-client e2fsprogs xfsprogs iproute2 psmisc procps util-linux
       gnuplot-nox python3 python3-numpy pandoc)
 missing=()
 for p in "${pkgs[@]}"; do

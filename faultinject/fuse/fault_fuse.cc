@@ -33,15 +33,6 @@ extern char** environ;
 namespace umap::faultinject {
 namespace {
 
-bool OnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = absl::StrCat(path != nullptr ? path : "", ":/usr/bin:/bin:/usr/sbin:/sbin");
-  for (absl::string_view dir : absl::StrSplit(dirs, ':', absl::SkipEmpty())) {
-    if (::access(absl::StrCat(dir, "/", program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 absl::Status MakeDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::InternalError(absl::StrCat("mkdir ", path, ": ", std::strerror(errno)));
@@ -62,28 +53,7 @@ bool WaitExit(pid_t pid, std::chrono::milliseconds timeout, int* status) {
 
 }  // namespace
 
-std::string FaultFuse::MissingCapability() {
-  struct stat st;
-  if (::stat("/dev/fuse", &st) != 0 || !S_ISCHR(st.st_mode)) {
-    return "umap-skip: missing fuse: /dev/fuse is not a character device";
-  }
-  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::StrCat("umap-skip: missing fuse: /dev/fuse cannot be opened by uid ", ::geteuid(),
-                        " (", std::strerror(errno), ")");
-  }
-  ::close(fd);
-  if (::geteuid() != 0 && !OnPath("fusermount3")) {
-    return absl::StrCat("umap-skip: missing fuse: uid ", ::geteuid(),
-                        " is not root and fusermount3 is not installed (Debian package fuse3)");
-  }
-  return "";
-}
-
 absl::StatusOr<std::unique_ptr<FaultFuse>> FaultFuse::Start(const Options& options) {
-  if (std::string missing = MissingCapability(); !missing.empty()) {
-    return absl::FailedPreconditionError(missing);
-  }
   std::unique_ptr<FaultFuse> fs(new FaultFuse());
   fs->dir_ = options.dir;
   fs->backing_ = options.dir + "/backing";

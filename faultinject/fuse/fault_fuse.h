@@ -3,7 +3,7 @@
 // files have real descriptors, so the runtime's own I/O paths (io_uring reads and writes,
 // O_DIRECT, the faulting thread's pread in signal mode) meet the faults, in the kernel.
 //
-//   UMAP_SKIP_WITHOUT_FAULT_FUSE();   // a GTEST_SKIP naming what is missing, if anything
+//   UMAP_SKIP_WITHOUT("root", "fuse");   // tests/testing/capability.h
 //   auto fs = FaultFuse::Start({.dir = tmp});
 //   int fd = open((*fs)->Path("data").c_str(), O_RDWR);
 //   ASSERT_OK((*fs)->Arm("write path=data skip=1 count=1 stall=forever"));
@@ -54,13 +54,9 @@ class FaultFuse {
     bool interrupted = false;       // the kernel sent FUSE_INTERRUPT for it
   };
 
-  // Why a FUSE fault file system cannot be mounted here, as a skip line
-  // "umap-skip: missing fuse: WHY"; empty when it can. Checked: /dev/fuse is a character
-  // device this user can open, and either the user is root or fusermount3 is installed.
-  static std::string MissingCapability();
-
   // Mounts a fresh file system at `options.dir`/mnt over `options.dir`/backing (both
-  // created). Errors: kFailedPrecondition when MissingCapability() says no; kInternal when
+  // created). Mounting needs /dev/fuse and root (or fusermount3): tests skip first when
+  // faultinject/probe-capability says "root" or "fuse" is missing. Errors: kInternal when
   // the daemon fails to start (its stderr says why) or does not answer within 10 s.
   static absl::StatusOr<std::unique_ptr<FaultFuse>> Start(const Options& options);
   ~FaultFuse();
@@ -109,13 +105,5 @@ class FaultFuse {
 };
 
 }  // namespace umap::faultinject
-
-// In a TEST body: skips (GTEST_SKIP, with FaultFuse::MissingCapability()'s line) when the
-// machine cannot mount the fault file system.
-#define UMAP_SKIP_WITHOUT_FAULT_FUSE()                                                          \
-  do {                                                                                          \
-    const std::string umap_fuse_missing_ = ::umap::faultinject::FaultFuse::MissingCapability(); \
-    if (!umap_fuse_missing_.empty()) GTEST_SKIP() << umap_fuse_missing_;                        \
-  } while (0)
 
 #endif  // UMAP_FAULTINJECT_FUSE_FAULT_FUSE_H_

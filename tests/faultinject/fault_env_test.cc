@@ -215,6 +215,18 @@ TEST_P(FaultEnvTest, OnlyForLimitsAFaultToMatchingPaths) {
   EXPECT_OK(fd->WriteAt(0, std::string("D")));
 }
 
+TEST_P(FaultEnvTest, StickyFaultFailsEveryLaterCallUntilCleared) {
+  std::string path = Create("f", "abc");
+  auto f = Open(path);
+  ASSERT_OK(env_->FailNext(Op::kWrite, 1, Fault::Error(ENOSPC).Sticky()));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(ErrnoFromStatus(f->WriteAt(0, std::string("x"))), ENOSPC);
+  }
+  env_->Clear(Op::kWrite);
+  EXPECT_OK(f->WriteAt(0, std::string("x")));
+  EXPECT_EQ(env_->fired(FaultKind::kError), 4u);
+}
+
 TEST_P(FaultEnvTest, ClearDisarmsAnOp) {
   std::string path = Create("f", "a");
   auto f = Open(path);

@@ -507,6 +507,30 @@ TEST_F(FaultFsTest, StickyFaultFailsEveryLaterCallUntilCleared) {
   EXPECT_EQ(fs_->fired(FsOp::kSync), 5u);
 }
 
+TEST_F(FaultFsTest, SkippedSyncsReturnOkButMakeNothingDurable) {
+  std::string path = dir_.File("000004.log");
+  auto f = Create(path);
+  ASSERT_THAT(Append(f.get(), std::string(10, 's')), RocksOk());
+  ASSERT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksOk());
+  ASSERT_THAT(SyncDir(dir_.path()), RocksOk());
+  fs_->SkipSyncs(true);
+  ASSERT_THAT(Append(f.get(), std::string(5, 'u')), RocksOk());
+  EXPECT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksOk());
+  EXPECT_THAT(f->Fsync(rocksdb::IOOptions(), nullptr), RocksOk());
+  EXPECT_EQ(fs_->UnsyncedBytes(path), 5u);
+  auto g = Create(dir_.File("000005.log"));
+  EXPECT_THAT(SyncDir(dir_.path()), RocksOk());
+  EXPECT_EQ(fs_->UnsyncedDirEntries(dir_.path()), std::set<std::string>{"000005.log"});
+  // A rule still fails a skipped sync.
+  ASSERT_OK(fs_->FailNext(FsOp::kSync, 1, FsFault::IOError()));
+  EXPECT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksIs(kIOError, kNoSub));
+  f.reset();
+  g.reset();
+  Crash();
+  EXPECT_EQ(Read(path), std::string(10, 's'));
+  EXPECT_EQ(Read(dir_.File("000005.log")), "MISSING");
+}
+
 TEST_F(FaultFsTest, RetryableFaultsCarryTheRetryableFlag) {
   auto f = Create(dir_.File("000004.log"));
   ASSERT_OK(fs_->FailNext(FsOp::kAppend, 1, FsFault::IOError().Retryable()));

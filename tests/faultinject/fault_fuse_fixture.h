@@ -1,5 +1,6 @@
 // FaultFuseTest: a fixture that mounts a fresh umap-faultfuse (faultinject/fuse/) for each
-// test, or skips the test naming what the machine lacks ("umap-skip: missing fuse: ...").
+// test, or skips the test when faultinject/probe-capability says the machine lacks "root"
+// or "fuse" (mounting needs both here; the skip line names which).
 // Files are made in the backing directory with known bytes (tests/runtime/test_file.h's
 // pattern) and used through the mount, where the test's rules break them.
 #ifndef UMAP_TESTS_FAULTINJECT_FAULT_FUSE_FIXTURE_H_
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "faultinject/fuse/fault_fuse.h"
+#include "tests/testing/capability.h"
 #include "tests/runtime/test_file.h"
 
 namespace umaptest {
@@ -54,7 +56,7 @@ class FaultFuseTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    UMAP_SKIP_WITHOUT_FAULT_FUSE();
+    UMAP_SKIP_WITHOUT("root", "fuse");
     ::umap::faultinject::FaultFuse::Options o = FuseOptions();
     o.dir = dir_.path();
     auto fs = ::umap::faultinject::FaultFuse::Start(o);

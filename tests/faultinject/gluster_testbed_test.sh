@@ -9,7 +9,9 @@
 #                                        loop device released by teardown
 #
 # Exit 0 = pass, 1 = fail, 77 = skip, only when the testbed reports that
-# GlusterFS cannot run on this machine (its own exit code 77).
+# GlusterFS cannot run on this machine (its own exit code 77, after its
+# capability probe); the skip prints the probe's "umap-skip: missing CAP: WHY"
+# line, which CI checks (.ci/check-skips).
 set -euo pipefail
 
 readonly MODE=${1:-single}
@@ -59,7 +61,9 @@ up() {
   "$@" --name "$NAME" --mount "$MNT" --ping-timeout "$PING" >"$WORK/up.out" 2>"$err" || rc=$?
   cat "$err" >&2
   if ((rc == 77)); then
-    say "SKIP: GlusterFS cannot run here: $(grep -m1 'error:' "$err" | sed 's/.*error: //')"
+    local line
+    line=$(grep -m1 -o 'umap-skip: missing .*' "$err") || fail "the testbed exited 77 without naming a missing capability"
+    echo "$line"
     exit 77
   fi
   UP=1   # from here on, cleanup runs down (a no-op if nothing is up)

@@ -512,17 +512,17 @@ void ExpectPoisoned(Journal* j, uint64_t mapping, int err) {
 TEST_F(JournalTest, WalSyncErrorFailsTheCommitWithEioAndPoisonsTheJournal) {
   const uint64_t m = AddMapping();
   ASSERT_OK_AND_ASSIGN(Transaction before, CommitBlocks(m, {{1, 'a'}}));
-  fs_->Arm(FailingFs::Fault::kSyncIoError);
+  FailWalSyncs(faultinject::FsFault::IOError());
   absl::StatusOr<Transaction> failed = CommitBlocks(m, {{2, 'b'}});
   EXPECT_THAT(failed, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(ErrnoFromStatus(failed.status()), EIO);
-  const int injected = fs_->injected();
+  const uint64_t injected = Injected();
   ExpectPoisoned(journal_.get(), m, EIO);
-  EXPECT_EQ(fs_->injected(), injected);  // RocksDB was not touched again
+  EXPECT_EQ(Injected(), injected);  // RocksDB was not touched again
   // Reads still work.
   EXPECT_OK(journal_->ReadTransaction(before.lsn).status());
 
-  fs_->Arm(FailingFs::Fault::kNone);
+  HealFs();
   Reopen();
   // The failed commit is indeterminate: present whole, or absent.
   ASSERT_OK_AND_ASSIGN(std::vector<Transaction> pending, journal_->PendingTransactions());
@@ -539,12 +539,12 @@ TEST_F(JournalTest, WalSyncErrorFailsTheCommitWithEioAndPoisonsTheJournal) {
 
 TEST_F(JournalTest, WalSyncNoSpaceFailsWithEnospcAndPoisonsTheJournal) {
   const uint64_t m = AddMapping();
-  fs_->Arm(FailingFs::Fault::kSyncNoSpace);
+  FailWalSyncs(faultinject::FsFault::NoSpace());
   absl::StatusOr<Transaction> failed = CommitBlocks(m, {{2, 'b'}});
   EXPECT_THAT(failed, StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(ErrnoFromStatus(failed.status()), ENOSPC);
   ExpectPoisoned(journal_.get(), m, ENOSPC);
-  fs_->Arm(FailingFs::Fault::kNone);
+  HealFs();
   Reopen();
   EXPECT_OK(journal_->poisoned());
   EXPECT_OK(CommitBlocks(m, {{3, 'c'}}).status());
@@ -552,12 +552,12 @@ TEST_F(JournalTest, WalSyncNoSpaceFailsWithEnospcAndPoisonsTheJournal) {
 
 TEST_F(JournalTest, WalAppendErrorOfAnUnsyncedWritePoisonsTheJournal) {
   const uint64_t m = AddMapping();
-  fs_->Arm(FailingFs::Fault::kAppendIoError);
+  FailWalAppends();
   absl::Status s = journal_->Stage(m, 1, Image('a'));
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(ErrnoFromStatus(s), EIO);
   ExpectPoisoned(journal_.get(), m, EIO);
-  fs_->Arm(FailingFs::Fault::kNone);
+  HealFs();
   Reopen();
   EXPECT_OK(CommitBlocks(m, {{3, 'c'}}).status());
 }

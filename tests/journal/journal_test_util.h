@@ -1,4 +1,4 @@
-// Fixture helpers for Journal tests: a journal in a fresh directory over a FailingFs, and
+// Fixture helpers for Journal tests: a journal in a fresh directory over a FaultFs, and
 // verbs that read like the protocol.
 #ifndef UMAP_TESTS_JOURNAL_JOURNAL_TEST_UTIL_H_
 #define UMAP_TESTS_JOURNAL_JOURNAL_TEST_UTIL_H_
@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "faultinject/fault_fs.h"
 #include "journal/journal.h"
-#include "tests/journal/failing_fs.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
@@ -31,7 +31,8 @@ inline void Apply(const Transaction& txn, BlockFile* file) {
 
 class JournalFixture {
  public:
-  JournalFixture() : fs_(std::make_shared<FailingFs>()) {}
+  JournalFixture()
+      : fs_(std::make_shared<faultinject::FaultFs>(rocksdb::FileSystem::Default())) {}
 
   JournalOptions Options() const {
     JournalOptions o;
@@ -71,8 +72,29 @@ class JournalFixture {
   }
   std::vector<uint64_t> Pending() const { return journal_->PendingLsns(); }
 
+  // Every WAL sync (Sync and Fsync) fails with `fault` until HealFs.
+  void FailWalSyncs(faultinject::FsFault fault) {
+    using faultinject::FsOp;
+    for (FsOp op : {FsOp::kSync, FsOp::kFsync}) {
+      faultinject::FsFault f = fault;
+      ASSERT_OK(fs_->FailOneIn(op, 1, 0, std::move(f).OnlyFor(faultinject::FileClass::kWal)));
+    }
+  }
+  // Every WAL append fails with IOError until HealFs.
+  void FailWalAppends() {
+    ASSERT_OK(fs_->FailOneIn(faultinject::FsOp::kAppend, 1, 0,
+                             faultinject::FsFault::IOError().OnlyFor(faultinject::FileClass::kWal)));
+  }
+  void HealFs() { fs_->ClearAll(); }
+  // Calls failed by injection so far.
+  uint64_t Injected() const {
+    uint64_t n = 0;
+    for (uint64_t f : fs_->counters().fired) n += f;
+    return n;
+  }
+
   umap::testing::TempDir dir_;
-  std::shared_ptr<FailingFs> fs_;
+  std::shared_ptr<faultinject::FaultFs> fs_;
   uint64_t quota_ = 1ull << 30;
   std::unique_ptr<Journal> journal_;
   uint64_t files_ = 0;

@@ -1,4 +1,4 @@
-// Stateful property test of runtime + journal + recovery together (issue 5; docs/testing.md).
+// Stateful property test of runtime + journal + recovery together (docs/testing.md).
 //
 // One process, the production code paths: a runtime::Runtime maps a real file (on tmpfs when
 // /dev/shm exists, for cheap fsyncs) through faultinject::FaultEnv, and its RocksDB journal
