@@ -127,10 +127,7 @@ bool Mapping::ResolveFault(uint64_t addr, bool write, pid_t tid) {
   // A resident block faults only when written while write-protected: its first write since
   // the last capture (a read, or a write to a dirty block, does not fault). Anything else is
   // a miss, or a fault that another thread resolved meanwhile (the retry then succeeds).
-  if (e.present()) {
-    if (writable_) HandleWriteProtect(block);
-    return true;
-  }
+  if (e.present()) return writable_ ? HandleWriteProtect(block, tid) : true;
   HandleMissing(block, write, tid, /*staging=*/nullptr);
   return true;
 }
@@ -156,7 +153,7 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     case MissLock::kResolved:
       // Waking again is harmless and covers a race with the queue (handler mode only: in
       // signal mode the faulting thread simply retries its access).
-      if (!signal_mode_) rt_->uffd().Wake(addr, block_size_);
+      if (!signal_mode_) WakeOrLog(addr);
       c.stale_faults.fetch_add(1, std::memory_order_relaxed);
       return;
     case MissLock::kLocked:
@@ -509,31 +506,48 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
   }
 }
 
-void Mapping::HandleWriteProtect(uint64_t block) {
+bool Mapping::HandleWriteProtect(uint64_t block, pid_t tid) {
   Counters& c = rt_->counters();
   Table::Entry e = table_.Lock(block);
   char* addr = BlockAddr(block);
   if (e.present() && !e.dirty()) {
     // First write since the last capture: the block becomes dirty and writable; clearing
     // the protection wakes the writer.
-    int err = rt_->uffd().WriteProtect(addr, RoundUp(ValidBytes(block), rt_->page_size()), false);
+    const size_t len = RoundUp(ValidBytes(block), rt_->page_size());
+    int err = rt_->uffd().WriteProtect(addr, len, false);
+    for (int i = 0; err == EAGAIN && i < 3; ++i) err = rt_->uffd().WriteProtect(addr, len, false);
     if (err != 0) {
-      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr),
-               ": errno ", err);
+      // The writer would fault on this page for ever: it gets SIGBUS, with the reason.
+      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr), " (block ",
+               block, " of ", file_->name(), "): errno ", err, "; SIGBUS to the writer");
       table_.Unlock(block, e.v);
-      if (!signal_mode_) rt_->uffd().Wake(addr, block_size_);
-      return;
+      c.sigbus.fetch_add(1, std::memory_order_relaxed);
+      if (signal_mode_) return false;  // the dispatcher hands it to the previous handler
+      if (tid > 0) ::syscall(SYS_tgkill, ::getpid(), tid, SIGBUS);
+      return false;
     }
     table_.Unlock(block, e.v | Table::kDirty);
     dirty_.fetch_add(1, std::memory_order_relaxed);
     first_writes_.fetch_add(1, std::memory_order_relaxed);
     c.faults_wp.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return true;
   }
   // Stale: the block was evicted (the retry will be a MISSING fault) or is already dirty.
   table_.Unlock(block, e.v);
-  if (!signal_mode_) rt_->uffd().Wake(addr, block_size_);
+  if (!signal_mode_) WakeOrLog(addr);
   c.stale_faults.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void Mapping::WakeOrLog(char* addr) {
+  // A failed wake leaves the faulting thread blocked in the kernel: say so. (The fault is
+  // raised again by the kernel if the thread is woken by anything else.)
+  int err = rt_->uffd().Wake(addr, block_size_);
+  if (err != 0) err = rt_->uffd().Wake(addr, block_size_);
+  if (err != 0) {
+    UMAP_LOG(kError, "UFFDIO_WAKE failed at ", AddrHex(addr), " of ", file_->name(),
+             ": errno ", err, "; a faulting thread may stay blocked");
+  }
 }
 
 bool Mapping::PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch) {

@@ -110,7 +110,9 @@ class Mapping final : public io::IoFileClient {
   // when it returns the thread retries its access. `write`: the access was a write (false
   // when unknown: a write then takes one more, write-protect, fault).
   void HandleMissing(uint64_t block, bool write, pid_t tid, char* staging);
-  void HandleWriteProtect(uint64_t block);
+  // False when the writer got SIGBUS (the protection could not be cleared; in signal mode
+  // the caller hands the fault to the application's SIGBUS disposition).
+  bool HandleWriteProtect(uint64_t block, pid_t tid);
   // Signal mode: false when the fault at `addr` is a SIGBUS for the application (a poisoned
   // block, or a page past end of file).
   bool ResolveFault(uint64_t addr, bool write, pid_t tid);
@@ -145,6 +147,8 @@ class Mapping final : public io::IoFileClient {
            block < sync_end_.load(std::memory_order_acquire);
   }
   void RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl::Status& why);
+  // Handler mode: wakes the threads blocked on the block at addr, logging a failure.
+  void WakeOrLog(char* addr);
   // Locking a missing block's entry for a fill: kLocked (entry locked; *cb holds a cache
   // block, or kNone if none could be freed or the block is past end of file), kResolved
   // (another thread filled or poisoned it), kFilling (a fill is queued or in flight).

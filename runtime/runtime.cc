@@ -236,12 +236,14 @@ void Runtime::HandleFault(HandlerCtx& ctx, const uffd_msg& msg) {
   Mapping* m = FindMapping(addr);
   if (m == nullptr) {
     // The range was unregistered after the fault was queued; let the thread retry.
-    uffd_->Wake(reinterpret_cast<void*>(addr & ~(page_size_ - 1)), page_size_);
+    if (int err = uffd_->Wake(reinterpret_cast<void*>(addr & ~(page_size_ - 1)), page_size_)) {
+      UMAP_LOG(kError, "UFFDIO_WAKE of a fault outside every mapping failed: errno ", err);
+    }
     return;
   }
   const uint64_t block = m->BlockOf(addr);
   if (flags & UFFD_PAGEFAULT_FLAG_WP) {
-    m->HandleWriteProtect(block);
+    m->HandleWriteProtect(block, tid);
   } else {
     m->HandleMissing(block, (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0, tid, ctx.staging);
   }
@@ -407,7 +409,8 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   } else if (slot_high_.load() < kMaxMappings) {
     slot = slot_high_.load();
   } else {
-    uffd_->Unregister(base, region);
+    // munmap unregisters the range too; the result of the explicit call does not matter.
+    (void)uffd_->Unregister(base, region);
     ReleaseRegion(base, region);
     return PosixError(ENOMEM, absl::StrCat("umap: more than ", kMaxMappings, " mappings"));
   }
@@ -585,7 +588,11 @@ void Runtime::Destroy(Mapping* m) {
   // Fills still queued are dropped and those in flight land while the range is still
   // registered; only then is it unregistered.
   m->DetachIo();
-  uffd_->Unregister(m->base(), m->region_length());
+  if (int err = uffd_->Unregister(m->base(), m->region_length())) {
+    // munmap below unregisters the range anyway; nothing is left registered.
+    UMAP_LOG(kWarn, "UFFDIO_UNREGISTER of ", m->file()->name(), " failed: errno ", err,
+             "; the range is unmapped regardless");
+  }
   m->ReleaseAll();
   ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();

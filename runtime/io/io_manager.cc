@@ -114,13 +114,27 @@ class IoManager::UringChannel {
     char* buf = nullptr;
   };
   io_uring_sqe* GetSqe() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    // The ring has room for every slot's read and cancellation; still, submit if full.
+    // The ring has room for every slot's read and cancellation; still, submit if full. Null
+    // when the submission queue stays full (the kernel refuses to take entries): the caller
+    // leaves the work for the next pump instead of spinning here.
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    while (sqe == nullptr) {
-      io_uring_submit(&ring_);
+    for (int i = 0; sqe == nullptr && i < 3; ++i) {
+      SubmitChecked();
       sqe = io_uring_get_sqe(&ring_);
     }
     return sqe;
+  }
+  // io_uring_submit with its result checked: entries the kernel did not take stay in the
+  // submission queue and go with the next submit; their deadlines run meanwhile, so a ring
+  // that keeps refusing ends in retries and ETIMEDOUT, never a hang. Logged once per errno.
+  void SubmitChecked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int rc = io_uring_submit(&ring_);
+    if (rc >= 0 || rc == -EAGAIN || rc == -EBUSY || rc == -EINTR) return;
+    if (logged_submit_errno_ != -rc) {
+      logged_submit_errno_ = -rc;
+      UMAP_LOG(kError, "io_uring_submit of reads failed: errno ", -rc,
+               "; they stay queued and are retried (their deadlines run)");
+    }
   }
   void Issue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reap(io_uring_cqe* cqe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -138,6 +152,7 @@ class IoManager::UringChannel {
   unsigned busy_ ABSL_GUARDED_BY(mu_) = 0;  // slots in state kBusy or kAbandoned
   std::atomic<unsigned> busy_count_{0};     // busy_, readable by the watchdog
   unsigned slots_count_ = 0;                // const after Init
+  int logged_submit_errno_ ABSL_GUARDED_BY(mu_) = 0;
   // Per slot, what InFlightNow reports: published at issue, cleared when the kernel returns
   // the read (an abandoned read stays: the call is still out there).
   std::unique_ptr<PublishedIo[]> pub_;      // allocated in Init, never resized
@@ -175,6 +190,11 @@ void IoManager::UringChannel::Issue() {
       m_->sched_.Requeue(r, 0);
       continue;
     }
+    io_uring_sqe* sqe = GetSqe();
+    if (sqe == nullptr) {
+      m_->sched_.Requeue(r, m_->Now() + 1000);  // the ring is full: the next pump issues it
+      return;
+    }
     const unsigned i = free_.back();
     free_.pop_back();
     Slot& s = slots_[i];
@@ -185,7 +205,6 @@ void IoManager::UringChannel::Issue() {
     busy_count_.store(busy_, std::memory_order_relaxed);
     qs->calls.fetch_add(1, std::memory_order_relaxed);
     pub_[i].Publish(qs, qs->client->ByteOffset(r.first), r.count * bs, r.attempt, s.started_us);
-    io_uring_sqe* sqe = GetSqe();
     io_uring_prep_read(sqe, f->fd(), s.buf, static_cast<unsigned>(r.count * bs),
                        qs->client->ByteOffset(r.first));
     io_uring_sqe_set_data64(sqe, i);
@@ -216,9 +235,12 @@ void IoManager::UringChannel::CheckDeadlines() {
       continue;
     }
     s.state = kAbandoned;
-    io_uring_sqe* sqe = GetSqe();
-    io_uring_prep_cancel64(sqe, i, 0);
-    io_uring_sqe_set_data64(sqe, kCancelTag);
+    // Cancellation is best effort (an abandoned read keeps its slot and buffer until the
+    // kernel returns it either way).
+    if (io_uring_sqe* sqe = GetSqe()) {
+      io_uring_prep_cancel64(sqe, i, 0);
+      io_uring_sqe_set_data64(sqe, kCancelTag);
+    }
     m_->RetryOrFail(s.run, "io_uring read", now - s.started_us);
   }
 }
@@ -239,7 +261,7 @@ int IoManager::UringChannel::Pump() {
   io_uring_cq_advance(&ring_, seen);
   CheckDeadlines();
   Issue();
-  io_uring_submit(&ring_);
+  SubmitChecked();
   // Work this channel had no slot for goes to the others.
   if (free_.empty() && m_->sched_.backlog() > 0) m_->WakeChannels(this);
   uint64_t wake_at = m_->sched_.earliest_due_us();
