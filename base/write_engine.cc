@@ -125,8 +125,11 @@ void WriteEngine::ReturnRing(std::unique_ptr<Ring> ring) {
 absl::Status WriteEngine::Write(File* file, absl::Span<const WritePiece> pieces,
                                 absl::FunctionRef<void()> before_each) {
   Call call(file, pieces, options_.max_io_bytes);
-  const bool concurrent = options_.use_uring && file->fd() >= 0 && call.runs.size() > 1 &&
-                          !UMAP_CRASH_POINTS_ACTIVE();
+  // An armed crash point does not make the writes sequential: a kill must be able to land
+  // while writes are in flight, as a real crash does (see WriteConcurrently). A single run
+  // goes through the ring too: it is one vectored write there, where WriteOneByOne would
+  // issue one File::WriteAt (one DFS request) per piece.
+  const bool concurrent = options_.use_uring && file->fd() >= 0 && !call.runs.empty();
   std::unique_ptr<Ring> ring;
   if (concurrent) ring = TakeRing();
   if (ring == nullptr || !ring->ok) return WriteOneByOne(call, before_each);
@@ -164,6 +167,15 @@ absl::Status WriteEngine::WriteConcurrently(Call& call, Ring& ring_holder,
   while (call.next < n || call.inflight > 0 || call.prepared > 0) {
     while (call.first_error.ok() && call.next < n &&
            call.inflight + call.prepared < options_.depth) {
+      // While crash points are armed (or counted), every write is handed to the kernel
+      // before the next one's `before_each`: a kill at the n-th hit then finds exactly the
+      // n-1 earlier writes issued (up to depth-1 of them still in flight), none merely
+      // prepared in the submission queue, where a kill would silently drop them. Disarmed,
+      // a batch of writes is submitted with one system call.
+      if (call.prepared > 0 && UMAP_CRASH_POINTS_ACTIVE()) {
+        SubmitPrepared(call, ring);
+        if (!call.first_error.ok()) break;
+      }
       const Call::Run& r = call.runs[call.next];
       io_uring_sqe* sqe = io_uring_get_sqe(ring);
       if (sqe == nullptr) break;
@@ -174,22 +186,7 @@ absl::Status WriteEngine::WriteConcurrently(Call& call, Ring& ring_holder,
       ++call.next;
       ++call.prepared;
     }
-    if (call.prepared > 0) {
-      const int rc = io_uring_submit(ring);
-      if (rc >= 0) {
-        const unsigned done = std::min<unsigned>(static_cast<unsigned>(rc), call.prepared);
-        call.prepared -= done;
-        call.inflight += done;
-      } else if (rc != -EAGAIN && rc != -EBUSY && rc != -EINTR) {
-        // The prepared writes never reach the kernel; the ones already submitted are waited
-        // for below. The caller sees the pieces as not written.
-        call.NoteError(PosixError(-rc, absl::StrCat("io_uring_submit of writes to ",
-                                                    call.file->name())));
-        call.ring_broken = true;
-        call.prepared = 0;
-      }
-      // EAGAIN/EBUSY: the kernel is short of resources until completions are reaped.
-    }
+    if (call.prepared > 0) SubmitPrepared(call, ring);
     if (call.inflight == 0) {
       if (!call.first_error.ok() || call.next >= n) break;
       continue;
@@ -231,6 +228,23 @@ absl::Status WriteEngine::WriteConcurrently(Call& call, Ring& ring_holder,
   return call.first_error;
 }
 
+void WriteEngine::SubmitPrepared(Call& call, io_uring* ring) {
+  const int rc = io_uring_submit(ring);
+  if (rc >= 0) {
+    const unsigned done = std::min<unsigned>(static_cast<unsigned>(rc), call.prepared);
+    call.prepared -= done;
+    call.inflight += done;
+  } else if (rc != -EAGAIN && rc != -EBUSY && rc != -EINTR) {
+    // The prepared writes never reach the kernel; the ones already submitted are waited
+    // for by the caller. The caller sees the pieces as not written.
+    call.NoteError(
+        PosixError(-rc, absl::StrCat("io_uring_submit of writes to ", call.file->name())));
+    call.ring_broken = true;
+    call.prepared = 0;
+  }
+  // EAGAIN/EBUSY: the kernel is short of resources until completions are reaped.
+}
+
 void WriteEngine::CancelExpired(Call& call, io_uring* ring) {
   // The watchdog's report, then cancellation. A write that cannot be cancelled is still
   // waited for: its buffer is the caller's.
@@ -270,11 +284,16 @@ void WriteEngine::Reap(Call& call, io_uring* ring) {
     call.started[tag] = 0;
     const int res = cqe->res;
     if (res < 0) {
+      // An expired write fails the call with ETIMEDOUT however it ends: cancelled
+      // (ECANCELED), interrupted because the cancellation reached a FUSE server as
+      // FUSE_INTERRUPT (EINTR, which would otherwise read as "retry at once"), or failed
+      // late by the server.
       call.NoteError(
-          call.timed_out[tag] && res == -ECANCELED
+          call.timed_out[tag]
               ? PosixError(ETIMEDOUT, absl::StrCat("write of ", call.file->name(), " at offset ",
                                                    r.offset, " timed out (io_timeout_ms=",
-                                                   options_.timeout_us / 1000, ")"))
+                                                   options_.timeout_us / 1000,
+                                                   "; it then ended with errno ", -res, ")"))
               : PosixError(-res, absl::StrCat("write of ", r.bytes, " bytes to ",
                                               call.file->name(), " at offset ", r.offset)));
       continue;

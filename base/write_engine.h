@@ -3,7 +3,8 @@
 //
 // Pieces adjacent in the file merge into one vectored write of at most `max_io_bytes`; with
 // io_uring up to `depth` of those are in flight at once (a DFS charges per request, so a
-// write-back of scattered blocks must not be a row of round trips). Every write has a
+// write-back of scattered blocks must not be a row of round trips). Without io_uring or a
+// descriptor each piece is one File::WriteAt, one at a time. Every write has a
 // deadline of `timeout_us`: on expiry it is cancelled and, if it cannot be cancelled (a hung
 // FUSE request), still waited for, because its buffer belongs to the caller. Short writes are
 // completed synchronously; EINTR is retried by File::WriteAt.
@@ -61,8 +62,12 @@ class WriteEngine {
   // written (the journal keeps them): later pieces are not issued after an error.
   // REQUIRES: pieces sorted by offset, none overlapping, so no two writes of one block are
   // ever in flight together.
-  // Concurrent only on io_uring, for files with a descriptor (fd() >= 0), and while no crash
-  // point is armed (then the n-th `before_each` finds exactly n-1 writes done).
+  // Concurrent only on io_uring, for files with a descriptor (fd() >= 0); otherwise one
+  // merged write at a time. Either way the n-th `before_each` of a call runs when exactly
+  // the n-1 earlier writes were issued: done (one at a time), or handed to the kernel and
+  // possibly still in flight (concurrent; while crash points are armed each write is
+  // submitted before the next `before_each`), so a crash point there kills the process
+  // during concurrent writes.
   absl::Status Write(File* file, absl::Span<const WritePiece> pieces,
                      absl::FunctionRef<void()> before_each);
 
@@ -76,6 +81,8 @@ class WriteEngine {
   void ReturnRing(std::unique_ptr<Ring> ring);
   absl::Status WriteOneByOne(Call& call, absl::FunctionRef<void()> before_each);
   absl::Status WriteConcurrently(Call& call, Ring& ring, absl::FunctionRef<void()> before_each);
+  // Hands the prepared writes to the kernel; a failed submit is the call's error.
+  void SubmitPrepared(Call& call, io_uring* ring);
   void CancelExpired(Call& call, io_uring* ring);
   void Reap(Call& call, io_uring* ring);
 

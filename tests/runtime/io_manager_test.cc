@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/posix_error.h"
 #include "faultinject/fault_env.h"
+#include "tests/runtime/fake_io_client.h"
 #include "tests/runtime/test_file.h"
 
 namespace umap::runtime::io {
@@ -30,81 +31,6 @@ using umaptest::PatternByte;
 using umaptest::TempDir;
 
 constexpr size_t kBlock = 4096;
-
-// A mapping stand-in: per block a queued/done state and the bytes a completion delivered.
-class FakeMapping : public IoFileClient {
- public:
-  FakeMapping(std::unique_ptr<File> file, uint64_t blocks, uint64_t file_size)
-      : file_(std::move(file)), blocks_(blocks), file_size_(file_size), cb_(blocks),
-        data_(blocks * kBlock), done_(blocks) {
-    for (auto& c : cb_) c.store(kNoCb);
-  }
-  void Attach(IoManager* m) { queue_ = m->AddQueue(this); }
-  IoQueue* queue() { return queue_; }
-
-  uint32_t QueuedCb(uint64_t block) const override {
-    return block < blocks_ ? cb_[block].load() : kNoCb;
-  }
-  File* read_file() override { return file_.get(); }
-  uint64_t ByteOffset(uint64_t block) const override { return block * kBlock; }
-  size_t ValidBytes(uint64_t first, uint32_t count) const override {
-    const uint64_t start = first * kBlock;
-    if (start >= file_size_) return 0;
-    return static_cast<size_t>(std::min<uint64_t>(uint64_t{count} * kBlock, file_size_ - start));
-  }
-  void Complete(const io::Run& run, char* buf, const absl::Status& st) override {
-    absl::MutexLock l(&mu_);
-    runs_.push_back(run);
-    statuses_.push_back(st);
-    for (uint64_t b = run.first; b < run.first + run.count; ++b) {
-      if (buf != nullptr) {
-        std::memcpy(&data_[b * kBlock], buf + (b - run.first) * kBlock, kBlock);
-      }
-      cb_[b].store(kNoCb);
-      done_[b].fetch_add(1);
-      done_count_.fetch_add(1);
-      done_count_.notify_all();
-    }
-  }
-  bool FallBackToBuffered() override { return false; }
-
-  // Claims `block` on `cb` and submits it, as a fault handler does.
-  void Fill(IoManager* m, uint64_t block, uint32_t cb) {
-    cb_[block].store(cb);
-    m->Submit(queue_, block, cb);
-  }
-  void WaitDone(uint64_t n) {
-    for (uint64_t d = done_count_.load(); d < n; d = done_count_.load()) done_count_.wait(d);
-  }
-  bool BlockHasItsBytes(uint64_t b) const {
-    for (size_t i = 0; i < kBlock; ++i) {
-      if (data_[b * kBlock + i] != PatternByte(b * kBlock + i)) return false;
-    }
-    return true;
-  }
-  int done(uint64_t b) const { return done_[b].load(); }
-  std::vector<absl::Status> statuses() {
-    absl::MutexLock l(&mu_);
-    return statuses_;
-  }
-  std::vector<io::Run> runs() {
-    absl::MutexLock l(&mu_);
-    return runs_;
-  }
-
- private:
-  std::unique_ptr<File> file_;
-  const uint64_t blocks_;
-  const uint64_t file_size_;
-  IoQueue* queue_ = nullptr;
-  std::vector<std::atomic<uint32_t>> cb_;
-  std::vector<char> data_;
-  std::vector<std::atomic<int>> done_;
-  std::atomic<uint64_t> done_count_{0};
-  absl::Mutex mu_;
-  std::vector<io::Run> runs_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::Status> statuses_ ABSL_GUARDED_BY(mu_);
-};
 
 // Options for `channels` channels of either engine (io_uring rings or posix threads).
 IoOptions ChannelOptions(Engine engine, unsigned channels, unsigned depth, uint32_t cache_blocks) {
