@@ -10,6 +10,7 @@
 #include "base/crash_point.h"
 #include "base/log.h"
 #include "base/mutation.h"
+#include "base/posix_error.h"
 #include "base/status_macros.h"
 
 namespace umap::runtime {
@@ -24,12 +25,45 @@ void JournalHandle::SleepBeforeRetry(int attempt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
 }
 
+absl::Status JournalHandle::Suspend() {
+  absl::MutexLock l(&mu_);
+  if (suspended_) return absl::OkStatus();
+  absl::Status s = journal_ == nullptr ? absl::OkStatus() : journal_->Sync();
+  if (!s.ok()) return s;
+  journal_.reset();
+  suspended_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status JournalHandle::Resume(Env* env) {
+  absl::MutexLock l(&mu_);
+  if (!suspended_) return absl::OkStatus();
+  if (auto dir = env->IdentifyPath(options_.dir); !dir.ok()) {
+    return WithErrno(absl::Status(dir.status().code(),
+                                  absl::StrCat("journal directory ", options_.dir,
+                                               " cannot be found: ", dir.status().message())),
+                     ErrnoFromStatus(dir.status()));
+  }
+  ASSIGN_OR_RETURN(journal_, journal::Journal::Open(options_));
+  suspended_ = false;
+  reopens_.fetch_add(1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
 absl::Status JournalHandle::ReopenIfPoisoned() {
   {
     absl::ReaderMutexLock l(&mu_);
+    if (suspended_) {
+      return PosixError(ESTALE, absl::StrCat("journal ", options_.dir,
+                                             " is closed for a checkpoint"));
+    }
     if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
   }
   absl::MutexLock l(&mu_);
+  if (suspended_) {
+    return PosixError(ESTALE, absl::StrCat("journal ", options_.dir,
+                                           " is closed for a checkpoint"));
+  }
   if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
   // Never write again to a journal that saw a write error: close it, open it again, which
   // recovers from what reached the disk (RocksDB point-in-time recovery). Staged records are
@@ -277,6 +311,16 @@ absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {
     to_mark_bytes_ = 0;
   }
   return s;
+}
+
+absl::Status JournalWriteBack::Drain() {
+  absl::MutexLock l(&apply_mu_);
+  if (!unapplied_.empty() || !applied_unsynced_.empty()) {
+    return PosixError(EBUSY, absl::StrCat(unapplied_.size() + applied_unsynced_.size(),
+                                          " committed transactions of ", file_->name(),
+                                          " are not applied and synced yet"));
+  }
+  return MarkAppliedBatch(/*force=*/true);
 }
 
 absl::Status JournalWriteBack::Close() {

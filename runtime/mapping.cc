@@ -29,6 +29,7 @@ Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
       file_offset_(p.file_offset),
       file_size_(p.file_size),
       writable_(p.writable),
+      region_prot_(p.region_prot),
       signal_mode_(rt->signal_mode()),
       slot_(p.slot),
       file_(std::move(file)),
@@ -1018,6 +1019,37 @@ void Mapping::ReleaseAll() {
     if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
     if (e.stashed()) pool.Release(e.cb());  // a stashed block's cache block is held busy
   }
+}
+
+int Mapping::Evacuate() {
+  BlockPool& pool = rt_->pool();
+  for (uint64_t b = 0; b < table_.size(); ++b) {
+    Table::Entry e = table_.Lock(b);
+    if (e.dirty() || e.shadow() || e.filling() || e.staged()) {
+      // The quiesce synced and drained everything before; a block still holding unwritten
+      // data here would be lost with its pages.
+      UMAP_LOG(kError, "checkpoint: block ", b, " of ", file_->name(),
+               " is still dirty, in write-back or filling (entry 0x", absl::Hex(e.v),
+               "); it is kept resident");
+      table_.Unlock(b, e.v);
+      return EBUSY;
+    }
+    if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+    if (e.stashed()) {
+      pool.Release(e.cb());
+      stash_free_.Push(e.stash_index());
+    }
+    table_.Unlock(b, 0);
+  }
+  resident_.store(0, std::memory_order_relaxed);
+  dirty_.store(0, std::memory_order_relaxed);
+  for (Stream& st : streams_) {
+    st.next.store(~0ull, std::memory_order_relaxed);
+    st.length.store(0, std::memory_order_relaxed);
+    st.ahead.store(0, std::memory_order_relaxed);
+    st.trigger.store(~0ull, std::memory_order_relaxed);
+  }
+  return DiscardPages(base_, region_length_);
 }
 
 }  // namespace umap::runtime
