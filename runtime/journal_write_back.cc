@@ -44,7 +44,10 @@ absl::Status JournalHandle::Resume(Env* env) {
                                                " cannot be found: ", dir.status().message())),
                      ErrnoFromStatus(dir.status()));
   }
-  ASSIGN_OR_RETURN(journal_, journal::Journal::Open(options_));
+  // Staged images are this runtime's (its cache entries point at them): keep them.
+  journal::JournalOptions o = options_;
+  o.keep_staged = true;
+  ASSIGN_OR_RETURN(journal_, journal::Journal::Open(o));
   suspended_ = false;
   reopens_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
@@ -315,10 +318,12 @@ absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {
 
 absl::Status JournalWriteBack::Drain() {
   absl::MutexLock l(&apply_mu_);
+  // Committed images not in the file yet (an apply that failed, relaxed evictions applied
+  // without an fdatasync, a failed commit that reached the journal after all) are applied
+  // and synced now, so that the journal holds no transaction of this sink.
+  RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
   if (!unapplied_.empty() || !applied_unsynced_.empty()) {
-    return PosixError(EBUSY, absl::StrCat(unapplied_.size() + applied_unsynced_.size(),
-                                          " committed transactions of ", file_->name(),
-                                          " are not applied and synced yet"));
+    RETURN_IF_ERROR(ApplyPending(/*sync_file=*/true));
   }
   return MarkAppliedBatch(/*force=*/true);
 }

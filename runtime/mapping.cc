@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/status_macros.h"
 #include "runtime/runtime.h"
 
 namespace umap::runtime {
@@ -1021,11 +1022,35 @@ void Mapping::ReleaseAll() {
   }
 }
 
+absl::Status Mapping::StageDirty() {
+  absl::MutexLock lock(&sync_mu_);
+  RETURN_IF_ERROR(WaitForShadows(0, table_.size()));
+  Capture cap;
+  RETURN_IF_ERROR(CaptureDirty(0, table_.size(), &cap));
+  if (cap.blocks.empty()) return absl::OkStatus();
+  std::vector<BlockImage> images;
+  images.reserve(cap.blocks.size());
+  for (const Captured& c : cap.blocks) {
+    images.push_back({first_file_block() + c.block,
+                      absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
+  }
+  WriteBackResult r = write_back_->Evicted(images);
+  if (!r.ok()) {
+    SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
+    return r.status;
+  }
+  for (const Captured& c : cap.blocks) {
+    Table::Entry e = table_.Lock(c.block);
+    table_.Unlock(c.block, e.v | Table::kStaged);
+  }
+  return absl::OkStatus();
+}
+
 int Mapping::Evacuate() {
   BlockPool& pool = rt_->pool();
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Lock(b);
-    if (e.dirty() || e.shadow() || e.filling() || e.staged()) {
+    if (e.dirty() || e.shadow() || e.filling()) {
       // The quiesce synced and drained everything before; a block still holding unwritten
       // data here would be lost with its pages.
       UMAP_LOG(kError, "checkpoint: block ", b, " of ", file_->name(),
@@ -1039,7 +1064,8 @@ int Mapping::Evacuate() {
       pool.Release(e.cb());
       stash_free_.Push(e.stash_index());
     }
-    table_.Unlock(b, 0);
+    // A staged block's image is in the journal (atomic policy): a miss reads it from there.
+    table_.Unlock(b, e.v & Table::kStaged);
   }
   resident_.store(0, std::memory_order_relaxed);
   dirty_.store(0, std::memory_order_relaxed);

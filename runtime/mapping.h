@@ -137,10 +137,16 @@ class Mapping final : public io::IoFileClient {
   // After the last Sync: returns every cache block to the pool (no handler may be inside
   // this mapping any more).
   void ReleaseAll();
-  // Checkpoint (Runtime::Quiesce), after the final Sync: returns every cache block to the
-  // pool, forgets every block's state (the next fault reads the file again) and drops every
-  // page of the range. REQUIRES: nothing dirty or in a shadow, no fill queued (DetachIo),
-  // no fault being resolved. Returns 0 or the errno of the discard (the pages then stay).
+  // Checkpoint, atomic policy (Runtime::Quiesce): hands every dirty block to the sink as an
+  // evicted one, i.e. stages it in the journal uncommitted (atomic: nothing that was never
+  // synced reaches the file), and marks it staged. On failure the blocks stay dirty.
+  // REQUIRES: write_back()->keeps_evicted(); no fault being resolved (so no eviction).
+  absl::Status StageDirty();
+  // Checkpoint, after the final write-back: returns every cache block to the pool, forgets
+  // every block's state except "staged" (the next fault reads the file, or the journal's
+  // staged image) and drops every page of the range. REQUIRES: nothing dirty or in a
+  // shadow, no fill queued (DetachIo), no fault being resolved. Returns 0, EBUSY when a
+  // block still holds unwritten data (nothing dropped then), or the errno of the discard.
   int Evacuate();
 
  private:

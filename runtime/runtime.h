@@ -89,16 +89,19 @@ class Runtime {
   umap_stats Stats() const;
 
   // --- checkpoints ---
-  // Writes back and applies every dirty block (each mapping's umsync), marks the journal
-  // empty of pending work, then stops the runtime's threads, closes its userfaultfd, io_uring
-  // rings and journal, and leaves every mapping an inaccessible (PROT_NONE), empty address
-  // range. Waits for Map/Unmap/Sync calls in progress; later ones wait for Resume. OK when
+  // Writes back every dirty block — relaxed policy (and journal off): committed and applied
+  // as by umsync; atomic policy: staged in the journal, uncommitted, because what was never
+  // synced must never reach the file (Resume reads them back; recovery without a resume
+  // discards them) —, applies and marks every committed transaction, then stops the
+  // runtime's threads, closes its userfaultfd, io_uring rings and journal, and leaves every
+  // mapping an inaccessible (PROT_NONE), empty address range. Waits for Map/Unmap/Sync calls in progress; later ones wait for Resume. OK when
   // already quiesced. On failure (a write-back error: its errno, ENOSPC or EIO; EBUSY when
   // kernel io_uring workers did not go away) the runtime runs on as before and nothing is
   // lost. ESTALE when fenced.
   absl::Status Quiesce();
   // Opens the journal again and checks it is the one this runtime left (same highest LSN
-  // and mapping id, this runtime's mappings registered, nothing pending) and that every
+  // and mapping id, this runtime's mappings registered, nothing pending, the same staged
+  // blocks) and that every
   // mapped file is the same file with the same size; then re-creates the userfaultfd, the
   // rings and the threads, registers the mappings again and wakes the threads waiting on
   // them. Errors: a journal that is locked by another process (EBUSY) or whose directory is
@@ -176,6 +179,7 @@ class Runtime {
     bool journal = false;  // a journal was open (and is now suspended)
     uint64_t last_lsn = 0;
     uint64_t last_mapping_id = 0;
+    uint64_t staged_blocks = 0;  // atomic policy: the unsynced blocks, staged by the quiesce
     std::vector<uint64_t> mapping_ids;  // this runtime's writable mappings in the journal
     std::vector<std::pair<Mapping*, FileIdentity>> files;
   };
@@ -200,7 +204,9 @@ class Runtime {
   // Live mappings. REQUIRES: the gate is closed (the set cannot change).
   std::vector<Mapping*> LiveMappings();
   // Quiesce steps (runtime_quiesce.cc).
-  absl::Status SyncAllForQuiesce(const std::vector<Mapping*>& maps);
+  // Relaxed policy (and no journal): umsync of each mapping. Atomic policy, `final` only:
+  // stages the dirty blocks in the journal (Mapping::StageDirty).
+  absl::Status WriteBackForQuiesce(const std::vector<Mapping*>& maps, bool final);
   absl::Status CheckNothingPending(const std::vector<Mapping*>& maps)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   void AbortQuiesce(const std::vector<Mapping*>& maps, bool detached);

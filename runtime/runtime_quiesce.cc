@@ -104,11 +104,21 @@ void Runtime::ReopenGate() {
   gate_open_ = true;
 }
 
-absl::Status Runtime::SyncAllForQuiesce(const std::vector<Mapping*>& maps) {
+absl::Status Runtime::WriteBackForQuiesce(const std::vector<Mapping*>& maps, bool final) {
   for (Mapping* m : maps) {
-    if (absl::Status s = m->Sync(0, m->blocks()); !s.ok()) {
-      return Annotate(s, absl::StrCat("write-back of ", m->file()->name()));
+    absl::Status s;
+    if (!m->writable()) continue;
+    if (m->write_back()->keeps_evicted()) {
+      // Atomic policy: what was never synced must never reach the file, so the dirty
+      // blocks are staged in the journal, uncommitted, as an eviction would. A restored
+      // process reads them back and commits them with its next umsync; if the checkpoint is
+      // never restored, recovery discards them and the file holds the last umsync. Staging
+      // runs once, when no fault can dirty a block again.
+      if (final) s = m->StageDirty();
+    } else {
+      s = m->Sync(0, m->blocks());  // relaxed (or no journal): written back, as evictions are
     }
+    if (!s.ok()) return Annotate(s, absl::StrCat("write-back of ", m->file()->name()));
   }
   return absl::OkStatus();
 }
@@ -138,12 +148,12 @@ absl::Status Runtime::CheckNothingPending(const std::vector<Mapping*>& maps) {
     auto st = journal_->Run(
         [](journal::Journal& j) -> absl::StatusOr<journal::Journal::Stats> { return j.stats(); });
     if (!st.ok()) return Annotate(st.status(), "reading the journal's state");
-    if (st->pending_txns != 0 || st->staged_blocks != 0) {
-      return PosixError(EBUSY,
-                        absl::StrCat("journal ", journal_->dir(), " still holds ", st->pending_txns,
-                                     " transactions and ", st->staged_blocks, " staged blocks"));
+    if (st->pending_txns != 0) {
+      return PosixError(EBUSY, absl::StrCat("journal ", journal_->dir(), " still holds ",
+                                            st->pending_txns, " transactions"));
     }
     snap->journal = true;
+    snap->staged_blocks = st->staged_blocks;
     snap->last_lsn = st->last_lsn;
     snap->last_mapping_id = st->last_mapping_id;
     snap->mapping_ids.assign(live_mapping_ids_.begin(), live_mapping_ids_.end());
@@ -185,9 +195,9 @@ absl::Status Runtime::Quiesce() {
         +[](int* n) { return *n == 0; }, &operations_));
   }
   const std::vector<Mapping*> maps = LiveMappings();
-  // 1. Write back what is dirty while faults are still served, so that the time in which
-  // faulting threads wait is only the final write-back's.
-  absl::Status s = SyncAllForQuiesce(maps);
+  // 1. Write back what is dirty while faults are still served (relaxed policy), so that the
+  // time in which faulting threads wait is only the final write-back's.
+  absl::Status s = WriteBackForQuiesce(maps, /*final=*/false);
   bool detached = false;
   if (s.ok()) {
     // 2. From now on a fault waits (signal mode: parked in the SIGBUS handler; handler mode:
@@ -198,7 +208,7 @@ absl::Status Runtime::Quiesce() {
     WaitForHandlers();
     for (Mapping* m : maps) m->DetachIo();
     detached = true;
-    s = SyncAllForQuiesce(maps);
+    s = WriteBackForQuiesce(maps, /*final=*/true);
     if (s.ok()) s = CheckNothingPending(maps);
   }
   if (!s.ok()) {
@@ -313,6 +323,14 @@ absl::Status Runtime::ValidateAfterRestore() {
     return PosixError(ESTALE, absl::StrCat("journal ", dir, " holds ", st.pending_txns,
                                            " transactions that were not there at the "
                                            "checkpoint"));
+  }
+  if (st.staged_blocks != snap.staged_blocks) {
+    return PosixError(ESTALE,
+                      absl::StrCat("journal ", dir, " holds ", st.staged_blocks,
+                                   " staged blocks, the checkpoint left ", snap.staged_blocks,
+                                   " (umap-recover or another process opened it and "
+                                   "discarded them): this process's unsynced writes "
+                                   "are gone"));
   }
   for (uint64_t id : snap.mapping_ids) {
     bool found = false;

@@ -68,9 +68,9 @@ class WriteBack {
 
   // The mapping goes away after its last successful Sync (journal: forget the mapping).
   virtual absl::Status Close() { return absl::OkStatus(); }
-  // A checkpoint, after a successful Sync of the whole mapping: leaves nothing of this sink
-  // pending in the journal (applied transactions marked, not only batched). EBUSY when the
-  // sink still holds images (an apply failed).
+  // A checkpoint, after the final write-back: leaves no transaction of this sink pending in
+  // the journal (committed images applied, synced and marked, not only batched). Staged
+  // images (atomic policy) stay. On error nothing is lost.
   virtual absl::Status Drain() { return absl::OkStatus(); }
 
   // The I/O manager that carries this sink's writes to the file (merged, and concurrent

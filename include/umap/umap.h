@@ -77,9 +77,12 @@ int umap_touch(void* addr, size_t length, int write);
 
 /* Checkpoints with CRIU (docs/operations.md "Checkpoint a job with CRIU"; the design:
  * docs/design.md "Quiesce and resume"). CRIU cannot dump a process that holds a userfaultfd
- * or an io_uring. umap_quiesce() makes the process dumpable: every runtime writes back and
- * applies each dirty block through its journal (as umsync does), marks its journal empty
- * and closes it, closes its userfaultfd and io_uring rings and stops its threads. Each
+ * or an io_uring. umap_quiesce() makes the process dumpable: every runtime writes back each
+ * dirty block through its journal — relaxed policy: committed and applied, as umsync does;
+ * atomic policy: staged in the journal, uncommitted, so that the file still holds exactly
+ * the last umsync (the restored process commits them with its next umsync; if the
+ * checkpoint is never restored, recovery discards them) — applies every committed
+ * transaction, closes its journal, userfaultfd and io_uring rings and stops its threads. Each
  * mapping stays as an inaccessible address range (PROT_NONE, no pages): a thread that
  * touches one waits inside Umap's SIGSEGV handler until umap_resume(), so it never reads
  * zeros or stale bytes; umap(), umsync(), uunmap() and runtime creation wait likewise.
