@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
@@ -43,8 +44,26 @@ std::string Reply(const absl::Status& s, const CheckpointHandlers& h) {
   return absl::StrCat("error ", name ? name : "EIO", " ", msg, "\n");
 }
 
-// One connection: authenticate, read the command, run it, answer, close.
+// The request line (at most a few bytes), read before anything is answered, so that a
+// client never writes into a closed connection.
+std::string ReadCommand(int c) {
+  struct timeval tv = {kRequestTimeoutSec, 0};
+  ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[64];
+  size_t got = 0;
+  while (got < sizeof(buf) - 1) {
+    const ssize_t n = ::read(c, buf + got, sizeof(buf) - 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+    if (std::memchr(buf, '\n', got) != nullptr) break;
+  }
+  return std::string(absl::StripAsciiWhitespace(absl::string_view(buf, got)));
+}
+
+// One connection: read the command, authenticate, run it, answer, close.
 void Serve(int c, const CheckpointHandlers& h) {
+  const std::string cmd = ReadCommand(c);
   struct ucred cred = {};
   socklen_t len = sizeof(cred);
   std::string reply;
@@ -52,34 +71,26 @@ void Serve(int c, const CheckpointHandlers& h) {
       (cred.uid != 0 && cred.uid != ::geteuid())) {
     reply = absl::StrCat("error EACCES uid ", cred.uid,
                          " may not control this process (only root and uid ", ::geteuid(), ")\n");
+  } else if (cmd == "quiesce") {
+    reply = Reply(h.quiesce(), h);
+  } else if (cmd == "resume") {
+    reply = Reply(h.resume(), h);
+  } else if (cmd == "state") {
+    reply = Reply(absl::OkStatus(), h);
   } else {
-    struct timeval tv = {kRequestTimeoutSec, 0};
-    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char buf[64];
-    size_t got = 0;
-    while (got < sizeof(buf) - 1) {
-      const ssize_t n = ::read(c, buf + got, sizeof(buf) - 1 - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-      if (std::memchr(buf, '\n', got) != nullptr) break;
-    }
-    const std::string cmd(absl::StripAsciiWhitespace(absl::string_view(buf, got)));
-    if (cmd == "quiesce") {
-      reply = Reply(h.quiesce(), h);
-    } else if (cmd == "resume") {
-      reply = Reply(h.resume(), h);
-    } else if (cmd == "state") {
-      reply = Reply(absl::OkStatus(), h);
-    } else {
-      reply = absl::StrCat("error EINVAL unknown command '", cmd, "' (quiesce, resume or state)\n");
-    }
+    reply = absl::StrCat("error EINVAL unknown command '", cmd, "' (quiesce, resume or state)\n");
+  }
+  // A refusal or failure is worth a line in the job's log; a plain success is not.
+  if (absl::StartsWith(reply, "error")) {
+    UMAP_LOG(kWarn, "checkpoint control: '", cmd, "' from uid ", cred.uid, " pid ", cred.pid, ": ",
+             absl::StripAsciiWhitespace(reply));
+  } else {
     UMAP_LOG(kInfo, "checkpoint control: '", cmd, "' from uid ", cred.uid, " pid ", cred.pid, ": ",
              absl::StripAsciiWhitespace(reply));
   }
   size_t off = 0;
   while (off < reply.size()) {
-    const ssize_t n = ::write(c, reply.data() + off, reply.size() - off);
+    const ssize_t n = ::send(c, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the client went away; nothing to tell it
     off += static_cast<size_t>(n);

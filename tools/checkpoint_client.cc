@@ -75,8 +75,8 @@ void SpawnGuardian(const std::vector<pid_t>& pids, int timeout_s) {
   if (child == 0) {
     ::setsid();
     if (::fork() != 0) ::_exit(0);
-    // Whoever runs criu may wait for the end of its output: hold none of it. The outcome is
-    // in each process's own log ("checkpoint control: 'resume' ...").
+    // Whoever runs criu may wait for the end of its output: hold none of it. A failed
+    // resume is in the process's own log ("checkpoint control: 'resume' ...").
     const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd <= 2 && null >= 0; ++fd) ::dup2(null, fd);
     Exits(criu, -1);
@@ -119,7 +119,7 @@ absl::StatusOr<std::string> Request(pid_t pid, const std::string& command, int t
   ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   const std::string line = command + "\n";
-  if (::write(s, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+  if (::send(s, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
     const int err = errno;
     ::close(s);
     return PosixError(err, absl::StrCat("sending '", command, "' to process ", pid));
