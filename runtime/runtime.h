@@ -62,6 +62,13 @@ class Mapping;
 enum class RuntimeState : uint32_t { kRunning = 0, kQuiescing = 1, kQuiesced = 2, kFenced = 3 };
 const char* RuntimeStateName(RuntimeState s);
 
+// After every runtime of the process quiesced (umap_quiesce): waits (a few seconds at
+// most) until the kernel's io_uring worker threads of the process are gone. They belong to
+// the threads that created or used rings, and stay while any ring those threads touched
+// is open, so only the whole process's quiesce can wait for them. EBUSY (naming them) when
+// some stay: another part of the program holds an io_uring, and CRIU cannot dump them.
+absl::Status WaitForIoUringThreadsToExit();
+
 // Counters (relaxed atomics; a snapshot is approximate while faults run).
 struct Counters {
   std::atomic<uint64_t> faults_missing{0}, faults_wp{0}, blocks_read{0}, blocks_written{0},
@@ -96,8 +103,9 @@ class Runtime {
   // runtime's threads, closes its userfaultfd, io_uring rings and journal, and leaves every
   // mapping an inaccessible (PROT_NONE), empty address range. Waits for Map/Unmap/Sync calls in progress; later ones wait for Resume. OK when
   // already quiesced. On failure (a write-back error: its errno, ENOSPC or EIO; EBUSY when
-  // kernel io_uring workers did not go away) the runtime runs on as before and nothing is
-  // lost. ESTALE when fenced.
+  // something stays pending) the runtime runs on as before and nothing is lost. ESTALE when fenced. The kernel's io_uring worker threads may outlive the rings
+  // for a moment, and as long as another runtime's rings are open: the caller waits for
+  // them once every runtime quiesced (WaitForIoUringThreadsToExit).
   absl::Status Quiesce();
   // Opens the journal again and checks it is the one this runtime left (same highest LSN
   // and mapping id, this runtime's mappings registered, nothing pending, the same staged

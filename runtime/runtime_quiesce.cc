@@ -52,6 +52,13 @@ std::vector<std::string> IoUringThreads() {
   return found;
 }
 
+absl::Status Annotate(const absl::Status& s, absl::string_view what) {
+  return WithErrno(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())),
+                   ErrnoFromStatus(s));
+}
+
+}  // namespace
+
 absl::Status WaitForIoUringThreadsToExit() {
   const auto deadline = std::chrono::steady_clock::now() + kIoWorkerBudget;
   for (;;) {
@@ -68,13 +75,6 @@ absl::Status WaitForIoUringThreadsToExit() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
-
-absl::Status Annotate(const absl::Status& s, absl::string_view what) {
-  return WithErrno(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())),
-                   ErrnoFromStatus(s));
-}
-
-}  // namespace
 
 const char* RuntimeStateName(RuntimeState s) {
   switch (s) {
@@ -232,7 +232,6 @@ absl::Status Runtime::Quiesce() {
     }
   }
   ReleaseKernelObjects();
-  if (s.ok()) s = WaitForIoUringThreadsToExit();
   if (s.ok()) {
     absl::MutexLock l(&mu_);
     if (journal_ != nullptr) s = journal_->Suspend();

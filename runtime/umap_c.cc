@@ -84,6 +84,15 @@ absl::Status QuiesceAll() {
     g_quiesced = false;
     return s;
   }
+  if (absl::Status s = ::umap::runtime::WaitForIoUringThreadsToExit(); !s.ok()) {
+    for (umap_runtime* r : rts) {
+      if (absl::Status up = r->rt->Resume(); !up.ok()) {
+        UMAP_LOG(kError, "umap_quiesce: undoing the quiesce of a runtime failed: ", up.ToString());
+      }
+    }
+    g_quiesced = false;
+    return s;
+  }
   return absl::OkStatus();
 }
 

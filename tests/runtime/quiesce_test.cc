@@ -178,6 +178,7 @@ TEST_P(QuiesceTest, KeepsEveryWriteAndLeavesNothingCriuCannotDump) {
   // wait in the journal as staged blocks.
   EXPECT_EQ(ReadAll(dir_.File("f")), atomic() ? Pattern(kSize) : want_);
   EXPECT_TRUE(UndumpableFds().empty()) << ::testing::PrintToString(UndumpableFds());
+  EXPECT_TRUE(WaitForIoUringThreadsToExit().ok());
   EXPECT_TRUE(UmapAndIoUringThreads().empty()) << ::testing::PrintToString(UmapAndIoUringThreads());
   const Vma v = VmaAt(p_);
   EXPECT_EQ(v.perms, "---p") << "inaccessible, so no access reads a zero page";
