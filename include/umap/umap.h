@@ -63,7 +63,9 @@ int umsync(void* addr, size_t length, int flags);
  * it, with the handler's arguments (SA_SIGINFO), and return at once when it returns 1: the
  * fault was Umap's and the access will succeed when retried. 0: not Umap's (a real bus
  * error, or an I/O error Umap reported as SIGBUS). Async-signal-safe. `info` is the
- * handler's siginfo_t* (declared void* so that this header needs no POSIX feature macros). */
+ * handler's siginfo_t* (declared void* so that this header needs no POSIX feature macros).
+ * Likewise for SIGSEGV while the process is quiesced (umap_quiesce below): an access to a
+ * quiesced mapping waits inside the call until umap_resume(), then it returns 1. */
 int umap_handle_signal(int sig, void* info /* siginfo_t* */, void* ucontext);
 
 /* Makes [addr, addr+length) of a Umap mapping resident now, from user space, so that the
