@@ -80,7 +80,7 @@ void OnSigsegv(int sig, siginfo_t* info, void* ucontext) {
 }
 
 // An access to a PROT_NONE page: a quiesced range of some runtime?
-bool DispatchQuiesced(siginfo_t* info) {
+bool DispatchQuiesced(siginfo_t* info, void* ucontext) {
   if (info == nullptr || info->si_code != SEGV_ACCERR) return false;
   const uint64_t addr = reinterpret_cast<uint64_t>(info->si_addr);
   // The generation is read before the state: a resume in between changes it, so the
@@ -91,7 +91,7 @@ bool DispatchQuiesced(siginfo_t* info) {
     SrcuReadLock section(g_srcu);
     for (int i = 0; i < kMaxRuntimes && what == Runtime::QuiescedAccess::kNotOurs; ++i) {
       Runtime* rt = g_runtimes[i].load(std::memory_order_acquire);
-      if (rt != nullptr) what = rt->ClassifyQuiescedAccess(addr);
+      if (rt != nullptr) what = rt->ClassifyQuiescedAccess(addr, FaultWasWrite(ucontext));
     }
   }
   switch (what) {
@@ -133,7 +133,7 @@ void WakeParkedThreads() {
 }
 
 bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext) {
-  if (sig == SIGSEGV) return DispatchQuiesced(info);
+  if (sig == SIGSEGV) return DispatchQuiesced(info, ucontext);
   // A userfaultfd SIGBUS is a bus error at a user address (BUS_ADRERR); poison (UFFDIO_POISON,
   // end of file or a failed read) is BUS_MCEERR_AR and must reach the application.
   if (sig != SIGBUS || info == nullptr || info->si_code != BUS_ADRERR) return false;

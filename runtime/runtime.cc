@@ -430,11 +430,19 @@ bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
   return true;
 }
 
-Runtime::QuiescedAccess Runtime::ClassifyQuiescedAccess(uint64_t addr) {
+Runtime::QuiescedAccess Runtime::ClassifyQuiescedAccess(uint64_t addr, bool write) {
   SrcuReadLock section(mapping_srcu_);
-  if (FindMapping(addr) == nullptr) return QuiescedAccess::kNotOurs;
+  const Mapping* m = FindMapping(addr);
+  if (m == nullptr) return QuiescedAccess::kNotOurs;
   switch (state()) {
-    case RuntimeState::kRunning: return QuiescedAccess::kRetry;
+    case RuntimeState::kRunning: {
+      // A fault taken while the range was PROT_NONE and handled after the resume is
+      // retried; one the running range's own protection forbids (a write to a read-only
+      // mapping) is the application's, and must not be retried for ever.
+      const int needed = write ? PROT_WRITE : PROT_READ;
+      return (m->region_prot() & needed) != 0 ? QuiescedAccess::kRetry
+                                              : QuiescedAccess::kNotOurs;
+    }
     case RuntimeState::kFenced: return QuiescedAccess::kFenced;
     default: return QuiescedAccess::kPark;
   }

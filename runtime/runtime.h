@@ -120,11 +120,13 @@ class Runtime {
   RuntimeState state() const {
     return static_cast<RuntimeState>(state_.load(std::memory_order_acquire));
   }
-  // Signal dispatch of an access to a PROT_NONE page at addr: kNotOurs (not in a mapping of
-  // this runtime), kRetry (running again: retry the access), kPark (quiescing or quiesced:
-  // wait, then retry), kFenced (the application gets the SIGSEGV). Async-signal-safe.
+  // Signal dispatch of a SIGSEGV (SEGV_ACCERR) at addr, `write` when the access was a
+  // write: kNotOurs (not in a mapping of this runtime, or a running mapping's protection
+  // forbids it: the application's own error), kRetry (running again since a quiesce made
+  // the page inaccessible: retry), kPark (quiescing or quiesced: wait, then retry), kFenced
+  // (the application gets the SIGSEGV). Async-signal-safe.
   enum class QuiescedAccess { kNotOurs, kRetry, kPark, kFenced };
-  QuiescedAccess ClassifyQuiescedAccess(uint64_t addr);
+  QuiescedAccess ClassifyQuiescedAccess(uint64_t addr, bool write);
 
   // Signal fault mode (fault_signal.h): resolves a fault at `addr` in the calling thread if
   // it lies in one of this runtime's mappings. False when it does not.

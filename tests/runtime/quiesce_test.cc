@@ -383,6 +383,27 @@ TEST_P(QuiesceTest, AFencedRuntimesMappingGivesSigsegvNotStaleBytes) {
       ::testing::KilledBySignal(SIGSEGV), "fenced runtime");
 }
 
+TEST_P(QuiesceTest, AWriteToAReadOnlyMappingStillFaultsAfterAQuiesce) {
+  // Umap's SIGSEGV handler, installed by the quiesce, must not retry an access the running
+  // mapping forbids.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const int ro = ::open(dir_.File("f").c_str(), O_RDONLY);
+  ASSERT_GE(ro, 0);
+  auto p = rt_->Map(nullptr, kSize, PROT_READ, MAP_SHARED, ro, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  char* r = static_cast<char*>(*p);
+  EXPECT_EXIT(
+      {
+        if (!rt_->Quiesce().ok() || !rt_->Resume().ok()) std::_Exit(2);
+        if (r[5] != Pattern(kSize)[5]) std::_Exit(3);
+        *static_cast<volatile char*>(r + 5) = 'x';
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+  ASSERT_OK(rt_->Unmap(r, kSize));
+  ::close(ro);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, QuiesceTest,
     ::testing::Values(Mode{"signal_atomic", UMAP_FAULT_SIGNAL, UMAP_POLICY_ATOMIC},
