@@ -27,6 +27,7 @@
 #include "journal/journal.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_file.h"
+#include "tests/testing/status_matchers.h"
 
 namespace umap::runtime {
 namespace {
@@ -41,12 +42,6 @@ using ::umaptest::ReadAll;
 constexpr size_t kBlock = 4096;
 constexpr size_t kBlocks = 96;  // 3x the cache: writes evict dirty blocks
 constexpr size_t kSize = kBlocks * kBlock;
-
-#define ASSERT_OK(expr)         \
-  do {                          \
-    absl::Status _s = (expr);   \
-    ASSERT_TRUE(_s.ok()) << _s; \
-  } while (0)
 
 // --- what the process holds, as CRIU would see it ---
 

@@ -22,22 +22,21 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/preload/umap_c_api.h"
 #include "tests/runtime/test_file.h"
 #include "tests/testing/capability.h"
 #include "umap/umap_types.h"
 
-// From include/umap/umap.h, which cannot be included where namespace umap exists (the
-// skip judge, tests/testing/capability.h, lives in umap::testing).
-extern "C" {
-int umap_config_init(umap_config* config);
-umap_runtime* umap_runtime_create(const umap_config* config);
-int umap_runtime_destroy(umap_runtime* runtime);
-void* umap_ex(umap_runtime* runtime, void* addr, size_t length, int prot, int flags, int fd,
-              off_t offset);
-int umsync(void* addr, size_t length, int flags);
-int umap_quiesce(void);
-int umap_resume(void);
-}
+// The C API as C++ inside namespace umap sees it (include/umap/umap.h cannot be included
+// where namespace umap exists, and the skip judge, tests/testing/capability.h, is in
+// umap::testing).
+using ::umap::c_api::umap_config_init;
+using ::umap::c_api::umap_ex;
+using ::umap::c_api::umap_quiesce;
+using ::umap::c_api::umap_resume;
+using ::umap::c_api::umap_runtime_create;
+using ::umap::c_api::umap_runtime_destroy;
+using ::umap::c_api::umsync;
 
 namespace umaptest {
 namespace {
