@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/status_macros.h"
 #include "runtime/runtime.h"
 #include "runtime/srcu.h"
 
@@ -147,19 +148,30 @@ bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext) {
   return false;
 }
 
+namespace {
+
+// Installs `handler` for `sig`, keeping the disposition it replaces in *previous.
+absl::Status Install(int sig, void (*handler)(int, siginfo_t*, void*),
+                     struct sigaction* previous, const char* what) {
+  struct sigaction sa = {};
+  sa.sa_sigaction = handler;
+  // SA_NODEFER: a fault inside the handler's own work (it touches no Umap page, but a nested
+  // handler of the application's might; a thread parked in it for a quiesce may take
+  // another signal) must not find the signal blocked, which would make the kernel kill the
+  // process.
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(sig, &sa, previous) != 0) return PosixError(errno, what);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status AttachFaultSignal(Runtime* rt) {
   absl::MutexLock l(&g_mu);
   if (!g_installed && rt->signal_mode()) {
-    struct sigaction sa = {};
-    sa.sa_sigaction = OnSigbus;
-    // SA_NODEFER: a fault inside the handler's own work (it touches no Umap page, but a
-    // nested handler of the application's might) must not find SIGBUS blocked, which would
-    // make the kernel kill the process.
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    if (::sigaction(SIGBUS, &sa, &g_previous) != 0) {
-      return PosixError(errno, "sigaction(SIGBUS) for signal fault mode");
-    }
+    RETURN_IF_ERROR(
+        Install(SIGBUS, OnSigbus, &g_previous, "sigaction(SIGBUS) for signal fault mode"));
     g_installed = true;
   }
   for (int i = 0; i < kMaxRuntimes; ++i) {
@@ -174,15 +186,8 @@ absl::Status AttachFaultSignal(Runtime* rt) {
 absl::Status InstallQuiesceSignal() {
   absl::MutexLock l(&g_mu);
   if (g_segv_installed) return absl::OkStatus();
-  struct sigaction sa = {};
-  sa.sa_sigaction = OnSigsegv;
-  // SA_NODEFER as for SIGBUS: a parked thread sleeps inside the handler, and another access
-  // of its (a nested handler of the application's) must not find SIGSEGV blocked.
-  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  if (::sigaction(SIGSEGV, &sa, &g_previous_segv) != 0) {
-    return PosixError(errno, "sigaction(SIGSEGV) for threads touching quiesced mappings");
-  }
+  RETURN_IF_ERROR(Install(SIGSEGV, OnSigsegv, &g_previous_segv,
+                          "sigaction(SIGSEGV) for threads touching quiesced mappings"));
   g_segv_installed = true;
   return absl::OkStatus();
 }
