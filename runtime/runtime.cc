@@ -237,6 +237,8 @@ Runtime::~Runtime() {
   }
   ReleaseKernelObjects();  // after the mappings: the I/O channels complete fills into them
   DetachFaultSignal(this);
+  // Threads parked on a quiesced range retry their access, which now finds it unmapped.
+  if (!running) WakeParkedThreads();
   if (signal_mode_) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr && !journal_->suspended()) {

@@ -5,8 +5,14 @@
  *   criu_writer run FILE PROGRESS BLOCKS [--plain] [--delay-ms N]
  *       maps FILE and, for round r = 1, 2, ...: writes every byte of round r, umsyncs (msync
  *       with --plain), then records r in PROGRESS (20 digits and a newline at offset 0).
+ *       A second thread reads the mapping all the time, so that a checkpoint always finds a
+ *       thread waiting on a quiesced mapping.
  *       So PROGRESS names the last round known committed; the round after it may be
  *       committed too (killed before recording it).
+ *   criu_writer time FILE BLOCKS
+ *       dirties every block of FILE through Umap and times a umsync of them; dirties them
+ *       again and times umap_quiesce(), umap_resume() and reading every block back (the
+ *       policy, cache size etc. come from UMAP_* variables).
  *   criu_writer check FILE BLOCKS LO HI [--per-byte]
  *       exit 0 when FILE holds exactly round r for some LO <= r <= HI (it prints r), or with
  *       --per-byte when each byte is that of some round in [LO, HI] (the relaxed policy,
@@ -19,6 +25,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +45,7 @@ static unsigned char Byte(uint64_t r, uint64_t b, uint64_t i) {
 static int Usage(void) {
   fprintf(stderr,
           "usage: criu_writer init FILE BLOCKS | run FILE PROGRESS BLOCKS [--plain] "
-          "[--delay-ms N] | check FILE BLOCKS LO HI [--per-byte]\n");
+          "[--delay-ms N] | time FILE BLOCKS | check FILE BLOCKS LO HI [--per-byte]\n");
   return 2;
 }
 
@@ -63,6 +70,18 @@ static int Init(const char* path, size_t blocks) {
   return 0;
 }
 
+struct Reader {
+  const volatile unsigned char* p;
+  size_t len;
+};
+
+static void* ReadForEver(void* arg) {
+  const struct Reader* r = arg;
+  unsigned sum = 0;
+  for (size_t k = 0;; k = (k + 1237 * 8) % r->len) sum += r->p[k];
+  return (void*)(uintptr_t)sum;
+}
+
 static int Run(const char* path, const char* progress, size_t blocks, int plain, long delay_ms) {
   const size_t len = blocks * BLOCK;
   int fd = open(path, O_RDWR);
@@ -75,6 +94,14 @@ static int Run(const char* path, const char* progress, size_t blocks, int plain,
                            : umap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     perror(plain ? "mmap" : "umap");
+    return 1;
+  }
+  static struct Reader reader;
+  reader.p = p;
+  reader.len = len;
+  pthread_t t;
+  if (pthread_create(&t, NULL, ReadForEver, &reader) != 0) {
+    fprintf(stderr, "criu_writer: pthread_create failed\n");
     return 1;
   }
   struct timespec delay = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
@@ -95,6 +122,54 @@ static int Run(const char* path, const char* progress, size_t blocks, int plain,
     }
     nanosleep(&delay, NULL);
   }
+}
+
+static double Now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int Time(const char* path, size_t blocks) {
+  const size_t len = blocks * BLOCK;
+  int fd = open(path, O_RDWR);
+  unsigned char* p =
+      fd < 0 ? MAP_FAILED : umap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    perror("umap");
+    return 1;
+  }
+  for (size_t k = 0; k < len; k += BLOCK) p[k] = (unsigned char)(k / BLOCK);
+  const double s0 = Now();
+  if (umsync(p, len, MS_SYNC) != 0) {
+    perror("umsync");
+    return 1;
+  }
+  const double s1 = Now();
+  for (size_t k = 0; k < len; k += BLOCK) p[k] = (unsigned char)(k / BLOCK + 1);
+  const double t0 = Now();
+  if (umap_quiesce() != 0) {
+    perror("umap_quiesce");
+    return 1;
+  }
+  const double t1 = Now();
+  if (umap_resume() != 0) {
+    perror("umap_resume");
+    return 1;
+  }
+  const double t2 = Now();
+  for (size_t k = 0; k < len; k += BLOCK) {
+    if (p[k] != (unsigned char)(k / BLOCK + 1)) {
+      fprintf(stderr, "criu_writer: block %zu lost its write\n", k / BLOCK);
+      return 1;
+    }
+  }
+  const double t3 = Now();
+  printf(
+      "%zu MiB dirty: umsync %.0f ms; quiesce %.0f ms, resume %.0f ms, reading it back "
+      "%.0f ms\n",
+      len >> 20, (s1 - s0) * 1e3, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3);
+  return uunmap(p, len) == 0 ? 0 : 1;
 }
 
 static int Check(const char* path, size_t blocks, uint64_t lo, uint64_t hi, int per_byte) {
@@ -156,6 +231,7 @@ int main(int argc, char** argv) {
     }
     return Run(argv[2], argv[3], strtoul(argv[4], 0, 10), plain, delay_ms);
   }
+  if (strcmp(argv[1], "time") == 0 && argc == 4) return Time(argv[2], strtoul(argv[3], 0, 10));
   if (strcmp(argv[1], "check") == 0 && (argc == 6 || argc == 7)) {
     const int per_byte = argc == 7 && strcmp(argv[6], "--per-byte") == 0;
     if (argc == 7 && !per_byte) return Usage();
