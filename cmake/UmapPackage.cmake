@@ -4,7 +4,7 @@
 #   library  libumap0      libumap.so.<SOVERSION> and its real file
 #   dev      libumap-dev   include/umap/ (the C API and the C++ RAII header), libumap.so,
 #                          libumap.a, umap.pc, lib/cmake/umap/, umap(3)
-#   tools    umap-tools    umap-recover, umap-ctl and umap-bench, umap-recover(1)
+#   tools    umap-tools    umap-recover, umap-stat, umap-ctl and umap-bench, their man pages
 # Included by the top-level CMakeLists.txt after every component is defined.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -56,7 +56,7 @@ set_target_properties(umap_static PROPERTIES
 
 # --- Man pages, rendered from docs/ at build time --------------------------------------------
 option(UMAP_MANPAGES "Render the man pages from docs/*.md with pandoc" ON)
-set(UMAP_MAN_PAGES umap-recover.1 umap.3)
+set(UMAP_MAN_PAGES umap-recover.1 umap-stat.1 umap.3)
 if(UMAP_MANPAGES)
   find_program(PANDOC_EXECUTABLE pandoc)
   if(NOT PANDOC_EXECUTABLE)
@@ -77,7 +77,7 @@ if(UMAP_MANPAGES)
     list(APPEND man_outputs ${out})
   endforeach()
   add_custom_target(umap_man ALL DEPENDS ${man_outputs})
-  install(FILES ${CMAKE_BINARY_DIR}/man/umap-recover.1
+  install(FILES ${CMAKE_BINARY_DIR}/man/umap-recover.1 ${CMAKE_BINARY_DIR}/man/umap-stat.1
           DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT tools)
   install(FILES ${CMAKE_BINARY_DIR}/man/umap.3
           DESTINATION ${CMAKE_INSTALL_MANDIR}/man3 COMPONENT dev)
@@ -94,8 +94,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/umap/umap.h ${PROJECT_SOURCE_DIR}/in
               ${PROJECT_SOURCE_DIR}/include/umap/umap.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/umap COMPONENT dev)
 # The user tools: release builds only (never a *-testing binary).
-install(TARGETS umap-recover umap-ctl umap-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+install(TARGETS umap-recover umap-stat umap-ctl umap-bench
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         COMPONENT tools)
+# The LD_PRELOAD shim for unmodified programs (docs/preload.md): a plugin, not a library to
+# link against, so no soname link; it goes with the runtime library.
+install(TARGETS umap_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library)
 
 # umap.pc. Relocatable: the prefix is found from the .pc file's own place. Libs.private is
 # what a static link of libumap.a needs besides it, taken from the dependencies' .pc files.
@@ -168,4 +172,4 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
 include(CPack)
 cpack_add_component(library DISPLAY_NAME "libumap shared library")
 cpack_add_component(dev DISPLAY_NAME "libumap development files" DEPENDS library)
-cpack_add_component(tools DISPLAY_NAME "umap-recover, umap-ctl and umap-bench")
+cpack_add_component(tools DISPLAY_NAME "umap-recover, umap-stat, umap-ctl and umap-bench")
