@@ -1047,18 +1047,23 @@ absl::Status Mapping::StageDirty() {
 }
 
 int Mapping::Evacuate() {
+  // Nothing runs in the mapping (no fault, no fill, no write-back), so entries cannot change
+  // between this check and the loop below; the check comes first so that a refusal leaves
+  // every block as it was.
+  for (uint64_t b = 0; b < table_.size(); ++b) {
+    const Table::Entry e = table_.Load(b);
+    if (e.locked() || e.dirty() || e.shadow() || e.filling()) {
+      // The quiesce wrote back and drained everything before; a block still holding
+      // unwritten data here would be lost with its pages.
+      UMAP_LOG(kError, "checkpoint: block ", b, " of ", file_->name(),
+               " is still locked, dirty, in write-back or filling (entry 0x", absl::Hex(e.v),
+               "); the mapping is left as it is");
+      return EBUSY;
+    }
+  }
   BlockPool& pool = rt_->pool();
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Lock(b);
-    if (e.dirty() || e.shadow() || e.filling()) {
-      // The quiesce synced and drained everything before; a block still holding unwritten
-      // data here would be lost with its pages.
-      UMAP_LOG(kError, "checkpoint: block ", b, " of ", file_->name(),
-               " is still dirty, in write-back or filling (entry 0x", absl::Hex(e.v),
-               "); it is kept resident");
-      table_.Unlock(b, e.v);
-      return EBUSY;
-    }
     if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
     if (e.stashed()) {
       pool.Release(e.cb());
