@@ -118,9 +118,14 @@ std::string ControlSocketName(pid_t pid) { return absl::StrCat("umap-checkpoint.
 
 absl::Status StartCheckpointControl(CheckpointHandlers handlers) {
   static std::mutex mu;
-  static bool started = false;
+  // The process that started it: a fork() child (no control thread there) starts its own,
+  // under its own pid, and drops the listening socket it inherited.
+  static pid_t started_by = 0;
+  static int listener = -1;
   std::lock_guard<std::mutex> l(mu);
-  if (started) return absl::OkStatus();
+  if (started_by == ::getpid()) return absl::OkStatus();
+  if (listener >= 0) ::close(listener);
+  listener = -1;
   const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return PosixError(errno, "checkpoint control socket");
   sockaddr_un a;
@@ -132,7 +137,8 @@ absl::Status StartCheckpointControl(CheckpointHandlers handlers) {
                                         ControlSocketName(::getpid())));
   }
   std::thread(Loop, s, std::move(handlers)).detach();
-  started = true;
+  started_by = ::getpid();
+  listener = s;
   UMAP_LOG(kInfo, "checkpoint control on @", ControlSocketName(::getpid()));
   return absl::OkStatus();
 }

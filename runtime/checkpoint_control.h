@@ -35,8 +35,8 @@ struct CheckpointHandlers {
   std::function<std::string()> state;  // "running", "quiesced", ...
 };
 
-// Starts the control thread the first time (binding ControlSocketName(getpid())); later
-// calls do nothing and return OK. Errors: the socket cannot be created or bound (EADDRINUSE:
+// Starts the control thread the first time in this process (binding
+// ControlSocketName(getpid())); later calls do nothing and return OK. Errors: the socket cannot be created or bound (EADDRINUSE:
 // another process of this pid namespace and network namespace holds the name).
 absl::Status StartCheckpointControl(CheckpointHandlers handlers);
 
