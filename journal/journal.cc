@@ -762,6 +762,19 @@ absl::Status Journal::MarkApplied(absl::Span<const uint64_t> lsns) {
   return absl::OkStatus();
 }
 
+absl::Status Journal::Sync() {
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(WritableLocked());
+  }
+  absl::Status s = FromRocksDb(db_->SyncWAL(), absl::StrCat("sync of journal ", dir_));
+  if (!s.ok()) {
+    absl::MutexLock l(&mu_);
+    PoisonLocked(s);
+  }
+  return s;
+}
+
 std::vector<std::pair<uint64_t, Journal::PendingTxn>> Journal::TakeDeletableLocked() {
   // Walk in LSN order. A transaction must stay while it is unapplied, or while an older
   // transaction that stays shares a block *of the same file* with it: deleting it would let
@@ -868,6 +881,8 @@ Journal::Stats Journal::stats() const {
     st.pending_txns = pending_.size();
     st.unapplied_txns = unapplied_;
     st.mappings = mappings_.size();
+    st.last_lsn = last_lsn_;
+    st.last_mapping_id = last_mapping_id_;
   }
   st.wal_syncs = statistics_->getTickerCount(rocksdb::WAL_FILE_SYNCED);
   st.write_groups = statistics_->getTickerCount(rocksdb::WRITE_DONE_BY_SELF);

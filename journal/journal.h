@@ -122,6 +122,10 @@ class Journal {
     uint64_t pending_txns = 0;   // committed, records still in the journal (PendingLsns)
     uint64_t unapplied_txns = 0; // committed, not yet marked applied
     uint64_t mappings = 0;
+    // The highest LSN and mapping id ever issued (they never decrease, also across reopen):
+    // a journal that shows the same pair as before was not written by anyone meanwhile.
+    uint64_t last_lsn = 0;
+    uint64_t last_mapping_id = 0;
   };
 
   // Opens (creating if needed) the journal in options.dir and recovers its state: mappings,
@@ -190,6 +194,11 @@ class Journal {
   // LSN twice is OK. kNotFound: an LSN that is not pending (nothing is marked then).
   absl::Status MarkApplied(uint64_t lsn);
   absl::Status MarkApplied(absl::Span<const uint64_t> lsns);
+
+  // Makes every record written so far durable: the applied marks and watermark that
+  // MarkApplied writes without sync (a checkpoint hands the journal on in exactly this
+  // state). A failure poisons the journal.
+  absl::Status Sync();
 
   // The committed transactions whose records are still in the journal, in LSN order: every
   // one not yet marked applied, and any marked one kept because an older unmarked one

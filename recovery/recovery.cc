@@ -293,16 +293,16 @@ class Recoverer {
   uint64_t cached_bytes_ = 0;
 };
 
-// Whether `found` is the file the journal names. The inode must match. So must the device,
-// except that file systems without a block device of their own (FUSE — GlusterFS —, NFS,
-// and other anonymous-device mounts, major number 0) get a new st_dev at every mount: after a
-// client restart or a node reboot the same file comes back under another device number.
+}  // namespace
+
 bool SameFile(const FileIdentity& journaled, const FileIdentity& found) {
   if (journaled.inode != found.inode) return false;
   if (journaled.device == found.device) return true;
   return major(static_cast<dev_t>(journaled.device)) == 0 &&
          major(static_cast<dev_t>(found.device)) == 0;
 }
+
+namespace {
 
 bool Recoverer::Included(const MappingInfo& m) const {
   if (std::find(o_.skip_mappings.begin(), o_.skip_mappings.end(), m.id) !=

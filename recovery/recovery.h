@@ -235,6 +235,13 @@ enum class ExitCode : int {
 };
 // For a report: the worst of its mappings (kIoError > kRefused > kDataLoss > kOk).
 ExitCode ExitCodeOf(const Report& report);
+
+// Whether `found` is the file the journal names (or a checkpointed runtime mapped). The
+// inode must match. So must the device, except that file systems without a block device of
+// their own (FUSE — GlusterFS —, NFS, and other anonymous-device mounts, major number 0) get
+// a new st_dev at every mount: after a client restart or a node reboot the same file comes
+// back under another device number.
+bool SameFile(const FileIdentity& journaled, const FileIdentity& found);
 // For an error Recover returned instead of a report.
 ExitCode ExitCodeOf(const absl::Status& status);
 

@@ -145,6 +145,11 @@ extern "C" int umap_config_init(umap_config* c) {
   count("UMAP_STATS_PERIOD_MS", &c->stats_period_ms);
   bytes("UMAP_IO_MAX_BYTES", &c->io_max_bytes);
   bytes("UMAP_PREFETCH_BYTES", &c->prefetch_bytes);
+  if (const char* v = std::getenv("UMAP_CHECKPOINT")) {
+    if (std::strcmp(v, "1") == 0) c->checkpoint_control = 1;
+    else if (std::strcmp(v, "0") == 0) c->checkpoint_control = 0;
+    else { UMAP_LOG(kError, "UMAP_CHECKPOINT=", v, " must be 0 or 1"); ok = false; }
+  }
   if (const char* v = std::getenv("UMAP_IO_DIRECT")) {
     if (std::strcmp(v, "1") == 0) c->io_direct = 1;
     else if (std::strcmp(v, "0") == 0) c->io_direct = 0;

@@ -10,6 +10,7 @@
 #include "base/crash_point.h"
 #include "base/log.h"
 #include "base/mutation.h"
+#include "base/posix_error.h"
 #include "base/status_macros.h"
 
 namespace umap::runtime {
@@ -24,12 +25,48 @@ void JournalHandle::SleepBeforeRetry(int attempt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
 }
 
+absl::Status JournalHandle::Suspend() {
+  absl::MutexLock l(&mu_);
+  if (suspended_) return absl::OkStatus();
+  absl::Status s = journal_ == nullptr ? absl::OkStatus() : journal_->Sync();
+  if (!s.ok()) return s;
+  journal_.reset();
+  suspended_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status JournalHandle::Resume(Env* env) {
+  absl::MutexLock l(&mu_);
+  if (!suspended_) return absl::OkStatus();
+  if (auto dir = env->IdentifyPath(options_.dir); !dir.ok()) {
+    return WithErrno(absl::Status(dir.status().code(),
+                                  absl::StrCat("journal directory ", options_.dir,
+                                               " cannot be found: ", dir.status().message())),
+                     ErrnoFromStatus(dir.status()));
+  }
+  // Staged images are this runtime's (its cache entries point at them): keep them.
+  journal::JournalOptions o = options_;
+  o.keep_staged = true;
+  ASSIGN_OR_RETURN(journal_, journal::Journal::Open(o));
+  suspended_ = false;
+  reopens_.fetch_add(1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
 absl::Status JournalHandle::ReopenIfPoisoned() {
   {
     absl::ReaderMutexLock l(&mu_);
+    if (suspended_) {
+      return PosixError(ESTALE, absl::StrCat("journal ", options_.dir,
+                                             " is closed for a checkpoint"));
+    }
     if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
   }
   absl::MutexLock l(&mu_);
+  if (suspended_) {
+    return PosixError(ESTALE, absl::StrCat("journal ", options_.dir,
+                                           " is closed for a checkpoint"));
+  }
   if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
   // Never write again to a journal that saw a write error: close it, open it again, which
   // recovers from what reached the disk (RocksDB point-in-time recovery). Staged records are
@@ -277,6 +314,18 @@ absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {
     to_mark_bytes_ = 0;
   }
   return s;
+}
+
+absl::Status JournalWriteBack::Drain() {
+  absl::MutexLock l(&apply_mu_);
+  // Committed images not in the file yet (an apply that failed, relaxed evictions applied
+  // without an fdatasync, a failed commit that reached the journal after all) are applied
+  // and synced now, so that the journal holds no transaction of this sink.
+  RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
+  if (!unapplied_.empty() || !applied_unsynced_.empty()) {
+    RETURN_IF_ERROR(ApplyPending(/*sync_file=*/true));
+  }
+  return MarkAppliedBatch(/*force=*/true);
 }
 
 absl::Status JournalWriteBack::Close() {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/status_macros.h"
 #include "runtime/runtime.h"
 
 namespace umap::runtime {
@@ -29,6 +30,7 @@ Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
       file_offset_(p.file_offset),
       file_size_(p.file_size),
       writable_(p.writable),
+      region_prot_(p.region_prot),
       signal_mode_(rt->signal_mode()),
       slot_(p.slot),
       file_(std::move(file)),
@@ -1018,6 +1020,67 @@ void Mapping::ReleaseAll() {
     if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
     if (e.stashed()) pool.Release(e.cb());  // a stashed block's cache block is held busy
   }
+}
+
+absl::Status Mapping::StageDirty() {
+  absl::MutexLock lock(&sync_mu_);
+  RETURN_IF_ERROR(WaitForShadows(0, table_.size()));
+  Capture cap;
+  RETURN_IF_ERROR(CaptureDirty(0, table_.size(), &cap));
+  if (cap.blocks.empty()) return absl::OkStatus();
+  std::vector<BlockImage> images;
+  images.reserve(cap.blocks.size());
+  for (const Captured& c : cap.blocks) {
+    images.push_back({first_file_block() + c.block,
+                      absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
+  }
+  WriteBackResult r = write_back_->Evicted(images);
+  if (!r.ok()) {
+    SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
+    return r.status;
+  }
+  for (const Captured& c : cap.blocks) {
+    Table::Entry e = table_.Lock(c.block);
+    table_.Unlock(c.block, e.v | Table::kStaged);
+  }
+  return absl::OkStatus();
+}
+
+int Mapping::Evacuate() {
+  // Nothing runs in the mapping (no fault, no fill, no write-back), so entries cannot change
+  // between this check and the loop below; the check comes first so that a refusal leaves
+  // every block as it was.
+  for (uint64_t b = 0; b < table_.size(); ++b) {
+    const Table::Entry e = table_.Load(b);
+    if (e.locked() || e.dirty() || e.shadow() || e.filling()) {
+      // The quiesce wrote back and drained everything before; a block still holding
+      // unwritten data here would be lost with its pages.
+      UMAP_LOG(kError, "checkpoint: block ", b, " of ", file_->name(),
+               " is still locked, dirty, in write-back or filling (entry 0x", absl::Hex(e.v),
+               "); the mapping is left as it is");
+      return EBUSY;
+    }
+  }
+  BlockPool& pool = rt_->pool();
+  for (uint64_t b = 0; b < table_.size(); ++b) {
+    Table::Entry e = table_.Lock(b);
+    if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+    if (e.stashed()) {
+      pool.Release(e.cb());
+      stash_free_.Push(e.stash_index());
+    }
+    // A staged block's image is in the journal (atomic policy): a miss reads it from there.
+    table_.Unlock(b, e.v & Table::kStaged);
+  }
+  resident_.store(0, std::memory_order_relaxed);
+  dirty_.store(0, std::memory_order_relaxed);
+  for (Stream& st : streams_) {
+    st.next.store(~0ull, std::memory_order_relaxed);
+    st.length.store(0, std::memory_order_relaxed);
+    st.ahead.store(0, std::memory_order_relaxed);
+    st.trigger.store(~0ull, std::memory_order_relaxed);
+  }
+  return DiscardPages(base_, region_length_);
 }
 
 }  // namespace umap::runtime

@@ -44,6 +44,7 @@ class Mapping final : public io::IoFileClient {
     uint64_t file_size;    // at map time; pages past it raise SIGBUS
     bool writable;
     uint32_t slot;
+    int region_prot;       // protection of the reserved range while the runtime runs
   };
 
   Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file);
@@ -61,6 +62,8 @@ class Mapping final : public io::IoFileClient {
   size_t region_length() const { return region_length_; }
   uint32_t slot() const { return slot_; }
   bool writable() const { return writable_; }
+  int region_prot() const { return region_prot_; }
+  uint64_t file_size() const { return file_size_; }
   bool Contains(uint64_t addr) const {
     return addr - reinterpret_cast<uint64_t>(base_) < region_length_;
   }
@@ -134,6 +137,17 @@ class Mapping final : public io::IoFileClient {
   // After the last Sync: returns every cache block to the pool (no handler may be inside
   // this mapping any more).
   void ReleaseAll();
+  // Checkpoint, atomic policy (Runtime::Quiesce): hands every dirty block to the sink as an
+  // evicted one, i.e. stages it in the journal uncommitted (atomic: nothing that was never
+  // synced reaches the file), and marks it staged. On failure the blocks stay dirty.
+  // REQUIRES: write_back()->keeps_evicted(); no fault being resolved (so no eviction).
+  absl::Status StageDirty();
+  // Checkpoint, after the final write-back: returns every cache block to the pool, forgets
+  // every block's state except "staged" (the next fault reads the file, or the journal's
+  // staged image) and drops every page of the range. REQUIRES: nothing dirty or in a
+  // shadow, no fill queued (DetachIo), no fault being resolved. Returns 0, EBUSY when a
+  // block still holds unwritten data (nothing dropped then), or the errno of the discard.
+  int Evacuate();
 
  private:
   char* BlockAddr(uint64_t block) const { return base_ + block * block_size_; }
@@ -221,6 +235,7 @@ class Mapping final : public io::IoFileClient {
   const uint64_t file_offset_;
   const uint64_t file_size_;
   const bool writable_;
+  const int region_prot_;
   const bool signal_mode_;  // faults resolved in the faulting thread (fault_signal.h)
   const uint32_t slot_;
   const std::unique_ptr<File> file_;

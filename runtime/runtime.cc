@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -28,6 +29,27 @@ constexpr int kMsgBatch = 16;
 constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Adds the figures of an I/O manager's counters to *s (Stats() sums the live manager's and
+// those of the managers earlier quiesces closed).
+void AddIoFigures(io::IoManager& manager, umap_stats* s) {
+  io::IoCounters& io = manager.counters();
+  s->io_reads += io.reads.load();
+  s->io_bytes += io.bytes.load();
+  s->io_queue_wait_us += io.queue_wait_us.load();
+  s->io_timeouts += io.timeouts.load();
+  s->io_retries += io.retries.load();
+  s->io_read_failures += io.errors.load();
+  WriteCounters& wc = manager.writer().counters();
+  s->io_writes += wc.writes.load();
+  s->io_write_bytes += wc.write_bytes.load();
+  s->io_write_timeouts += wc.write_timeouts.load();
+  for (int k = 0; k < UMAP_IO_SIZE_BUCKETS && k < io::kSizeBuckets; ++k) {
+    s->io_size_hist[k] += io.size_hist[k].load();
+  }
+  s->io_inline_reads += io.inline_reads.load();
+  s->io_engine = manager.engine() == io::Engine::kUring ? UMAP_IO_URING : UMAP_IO_POSIX;
+}
 
 // The I/O channel the current thread drives (a handler thread with io_uring), or -1.
 // Initial-exec TLS: it is read inside the SIGBUS handler, where a first access to lazily
@@ -84,6 +106,27 @@ absl::Status Runtime::Start() {
   // a time, fewer in a small cache so that a batch never empties a large part of it.
   evict_batch_ = static_cast<int>(std::clamp<uint32_t>(geo_.cache_blocks / 64, 1,
                                                        BlockPool::kMaxBatch));
+  if (signal_mode_) {
+    // No handler threads: the faulting threads resolve their faults, the I/O manager drives
+    // its channels (read-ahead, descriptor-less files) with threads of its own.
+    staging_arena_ = MapBuffer(size_t{kStagingBuffers} * geo_.block_size);
+    if (staging_arena_ == nullptr) {
+      return PosixError(ENOMEM, "allocating the fault staging buffers");
+    }
+    staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
+    for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
+  }
+  // Every runtime is known to the signal dispatcher: signal mode resolves its faults there,
+  // and in both modes a thread touching a quiesced mapping waits there (fault_signal.h).
+  RETURN_IF_ERROR(AttachFaultSignal(this));
+  return StartMachinery();
+}
+
+absl::Status Runtime::StartMachinery() {
+  if (uffd_ == nullptr) {
+    ASSIGN_OR_RETURN(uffd_, Uffd::Open(signal_mode_));
+  }
+  uffd_access_.store(static_cast<int>(uffd_->access()), std::memory_order_relaxed);
   pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));  // -1: madvise only
   io::IoOptions io;
   io.engine = options_.io_engine == UMAP_IO_URING   ? io::Engine::kUring
@@ -98,21 +141,25 @@ absl::Status Runtime::Start() {
   io.max_queues = kMaxMappings;
   io.timeout_us = uint64_t{options_.io_timeout_ms} * 1000;
   io.retries = options_.io_retries;
-  ASSIGN_OR_RETURN(io_, io::IoManager::Create(io, env_));
-  if (signal_mode_) {
-    // No handler threads: the faulting threads resolve their faults, the I/O manager drives
-    // its channels (read-ahead, descriptor-less files) with threads of its own.
-    staging_arena_ = MapBuffer(size_t{kStagingBuffers} * geo_.block_size);
-    if (staging_arena_ == nullptr) {
-      return PosixError(ENOMEM, "allocating the fault staging buffers");
-    }
-    staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
-    for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
-    RETURN_IF_ERROR(AttachFaultSignal(this));
-  } else {
+  auto manager = io::IoManager::Create(io, env_);
+  if (!manager.ok()) {
+    ReleaseKernelObjects();
+    return manager.status();
+  }
+  {
+    absl::MutexLock l(&io_swap_mu_);
+    io_ = *std::move(manager);
+  }
+  stop_.store(false, std::memory_order_release);
+  if (!signal_mode_) {
     if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
     stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
+    if (stop_fd_ < 0) {
+      const int err = errno;
+      StopThreads();
+      ReleaseKernelObjects();
+      return PosixError(err, "eventfd for the handler threads");
+    }
     for (unsigned i = 0; i < options_.handler_threads; ++i) {
       handlers_.emplace_back([this, i] { HandlerLoop(static_cast<int>(i)); });
     }
@@ -132,6 +179,38 @@ absl::Status Runtime::Start() {
   return absl::OkStatus();
 }
 
+void Runtime::StopThreads() {
+  stats_.reset();  // its thread reads everything below
+  stop_.store(true);
+  uint64_t one = 1;
+  if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {
+    UMAP_LOG(kError, "eventfd write failed: errno ", errno);
+  }
+  for (auto& t : handlers_) t.join();
+  handlers_.clear();
+  // Unmapping waits for reads in flight: the manager drives its rings again.
+  if (!signal_mode_ && io_ != nullptr && io_->channel_count() > 0) {
+    io_->DriveChannelsExternally(false);
+  }
+  shadows_.WakeAll();
+  for (auto& t : writers_) t.join();
+  writers_.clear();
+}
+
+void Runtime::ReleaseKernelObjects() {
+  {
+    absl::MutexLock l(&io_swap_mu_);
+    // Its figures live on in Stats(): a resume starts a new manager.
+    if (io_ != nullptr) AddIoFigures(*io_, &io_carried_);
+    io_.reset();  // closes its rings and joins its threads
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  stop_fd_ = -1;
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pidfd_ = -1;
+  uffd_.reset();
+}
+
 Runtime::~Runtime() {
   stats_.reset();  // its thread reads everything below
   std::vector<Mapping*> left;
@@ -141,36 +220,28 @@ Runtime::~Runtime() {
       if (Mapping* m = slots_[i].load()) left.push_back(m);
     }
   }
-  for (Mapping* m : left) {
+  // A quiesced or fenced runtime wrote everything back when it quiesced.
+  const bool running = state() == RuntimeState::kRunning;
+  for (Mapping* m : running ? left : std::vector<Mapping*>()) {
     absl::Status s = m->Sync(0, m->blocks());
     if (!s.ok()) {
       UMAP_LOG(kError, "runtime destroyed with mapping of ", m->file()->name(),
                " whose write-back failed; its unsynced changes are dropped: ", s.ToString());
     }
   }
-  stop_.store(true);
-  uint64_t one = 1;
-  if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {
-    UMAP_LOG(kError, "eventfd write failed: errno ", errno);
-  }
-  for (auto& t : handlers_) t.join();
-  // Unmapping below waits for reads in flight: the manager drives its rings again.
-  if (!signal_mode_ && io_->channel_count() > 0) io_->DriveChannelsExternally(false);
-  shadows_.WakeAll();
-  for (auto& t : writers_) t.join();
+  StopThreads();
   for (Mapping* m : left) {
-    m->CloseWriteBack().IgnoreError();  // best effort; the data is in the file or journal
+    // Best effort; the data is in the file or journal.
+    if (running) m->CloseWriteBack().IgnoreError();
     Destroy(m);
   }
-  io_.reset();  // after the mappings: its channels complete fills into them
-  if (stop_fd_ >= 0) ::close(stop_fd_);
-  if (pidfd_ >= 0) ::close(pidfd_);
-  if (signal_mode_) {
-    DetachFaultSignal(this);
-    UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
-  }
+  ReleaseKernelObjects();  // after the mappings: the I/O channels complete fills into them
+  DetachFaultSignal(this);
+  // Threads parked on a quiesced range retry their access, which now finds it unmapped.
+  if (!running) WakeParkedThreads();
+  if (signal_mode_) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
   absl::MutexLock l(&mu_);
-  if (journal_ != nullptr) {
+  if (journal_ != nullptr && !journal_->suspended()) {
     std::string dir = journal_->dir();
     bool idle = journal_->Run([](journal::Journal& j) {
       journal::Journal::Stats st = j.stats();
@@ -186,6 +257,7 @@ Runtime::~Runtime() {
 }
 
 void Runtime::HandlerLoop(int id) {
+  ::pthread_setname_np(::pthread_self(), "umap-fault");
   HandlerCtx ctx;
   // The staging buffer is allocated once per handler: the fault path never allocates.
   void* p = ::mmap(nullptr, geo_.block_size, PROT_READ | PROT_WRITE,
@@ -239,6 +311,10 @@ void Runtime::HandleFault(HandlerCtx& ctx, const uffd_msg& msg) {
     }
     return;
   }
+  // While a quiesce runs, the faulting thread stays blocked in the kernel: the quiesce
+  // makes the range inaccessible before it closes the userfaultfd (which wakes the thread),
+  // so its retried access waits in the SIGSEGV handler until Resume (fault_signal.h).
+  if (state() != RuntimeState::kRunning) return;
   const uint64_t block = m->BlockOf(addr);
   if (flags & UFFD_PAGEFAULT_FLAG_WP) {
     m->HandleWriteProtect(block, tid);
@@ -260,6 +336,7 @@ void Runtime::WriteBackLoop() {
   // Each round takes every queued shadow (up to a batch), groups them by mapping and hands
   // each group to its sink at once: one journal transaction (or staging batch) for many
   // evictions instead of one fsync each.
+  ::pthread_setname_np(::pthread_self(), "umap-writeback");
   constexpr size_t kBatch = 64;
   std::vector<uint32_t> batch;
   std::vector<uint32_t> group;
@@ -340,10 +417,37 @@ uint32_t Runtime::AcquireBlock() {
 }
 
 bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
+  if (!signal_mode_) return false;
+  uint32_t generation = ParkGeneration();
+  {
+    SrcuReadLock section(mapping_srcu_);
+    Mapping* m = FindMapping(addr);
+    if (m == nullptr) return false;
+    // A quiesce waits for every resolution that started before it (WaitForHandlers).
+    if (state() == RuntimeState::kRunning) return m->ResolveFault(addr, write, ::gettid());
+  }
+  // Quiescing: wait outside the read section (the quiesce waits for sections, not for
+  // parked threads), then retry the access, which faults again in whatever state is next.
+  ParkFaultingThread(generation);
+  return true;
+}
+
+Runtime::QuiescedAccess Runtime::ClassifyQuiescedAccess(uint64_t addr, bool write) {
   SrcuReadLock section(mapping_srcu_);
-  Mapping* m = FindMapping(addr);
-  if (m == nullptr) return false;
-  return m->ResolveFault(addr, write, ::gettid());
+  const Mapping* m = FindMapping(addr);
+  if (m == nullptr) return QuiescedAccess::kNotOurs;
+  switch (state()) {
+    case RuntimeState::kRunning: {
+      // A fault taken while the range was PROT_NONE and handled after the resume is
+      // retried; one the running range's own protection forbids (a write to a read-only
+      // mapping) is the application's, and must not be retried for ever.
+      const int needed = write ? PROT_WRITE : PROT_READ;
+      return (m->region_prot() & needed) != 0 ? QuiescedAccess::kRetry
+                                              : QuiescedAccess::kNotOurs;
+    }
+    case RuntimeState::kFenced: return QuiescedAccess::kFenced;
+    default: return QuiescedAccess::kPark;
+  }
 }
 
 char* Runtime::AcquireStaging() {
@@ -359,8 +463,41 @@ void Runtime::ReleaseStaging(char* buf) {
   staging_free_->Push(static_cast<uint32_t>((buf - staging_arena_) / geo_.block_size));
 }
 
+class Runtime::Operation {
+ public:
+  Operation(Runtime* rt, bool fenced_ok = false)
+      : rt_(rt), status_(rt->EnterOperation(fenced_ok)) {}
+  ~Operation() {
+    if (status_.ok()) rt_->LeaveOperation();
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  Runtime* const rt_;
+  const absl::Status status_;
+};
+
+absl::Status Runtime::EnterOperation(bool fenced_ok) {
+  absl::MutexLock l(&gate_mu_);
+  gate_mu_.Await(absl::Condition(&gate_open_));
+  if (!fenced_ok && state() == RuntimeState::kFenced) {
+    return PosixError(ESTALE, "umap: this runtime is fenced: after a checkpoint restore its "
+                              "journal or files had been changed by another process "
+                              "(see the log of umap_resume)");
+  }
+  ++operations_;
+  return absl::OkStatus();
+}
+
+void Runtime::LeaveOperation() {
+  absl::MutexLock l(&gate_mu_);
+  --operations_;
+}
+
 absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,
                                    off_t offset) {
+  Operation op(this);
+  RETURN_IF_ERROR(op.status());
   if (length == 0) return PosixError(EINVAL, "umap: length is 0");
   const int type = flags & MAP_TYPE;
   if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE) {
@@ -413,7 +550,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
     return PosixError(ENOMEM, absl::StrCat("umap: more than ", kMaxMappings, " mappings"));
   }
   Mapping::Params p{base, length, region, static_cast<uint64_t>(offset), file_size, writable,
-                    slot};
+                    slot, region_prot};
   auto* m = new Mapping(this, p, std::move(file));
   if (write_back != nullptr) m->set_write_back(std::move(write_back));
   m->write_back()->set_io(io_.get());
@@ -548,6 +685,8 @@ absl::Status Runtime::Sync(void* addr, size_t length) {
   if (reinterpret_cast<uintptr_t>(addr) % page_size_ != 0) {
     return PosixError(EINVAL, "umsync: addr is not page-aligned");
   }
+  Operation op(this);
+  RETURN_IF_ERROR(op.status());
   absl::ReaderMutexLock l(&mu_);
   ASSIGN_OR_RETURN(Mapping * m, Lookup(addr, length, /*exact=*/false));
   const uint64_t a = reinterpret_cast<uint64_t>(addr) - reinterpret_cast<uint64_t>(m->base());
@@ -556,16 +695,21 @@ absl::Status Runtime::Sync(void* addr, size_t length) {
 }
 
 absl::Status Runtime::Unmap(void* addr, size_t length) {
+  // A fenced runtime's mappings may still be unmapped: it wrote everything back when it
+  // quiesced, and writes nothing now.
+  Operation op(this, /*fenced_ok=*/true);
+  RETURN_IF_ERROR(op.status());
   Mapping* m;
   {
     absl::ReaderMutexLock l(&mu_);
     ASSIGN_OR_RETURN(m, Lookup(addr, length, /*exact=*/true));
   }
+  const bool fenced = state() == RuntimeState::kFenced;
   // Write back first; on failure the mapping stays, so nothing is lost and the caller can
   // retry. (uunmap racing another uunmap of the same mapping is a caller error, as with
   // munmap; the per-mapping sync lock keeps even that from corrupting state.)
-  RETURN_IF_ERROR(m->Sync(0, m->blocks()));
-  if (absl::Status s = m->CloseWriteBack(); !s.ok()) {
+  if (!fenced) RETURN_IF_ERROR(m->Sync(0, m->blocks()));
+  if (absl::Status s = fenced ? absl::OkStatus() : m->CloseWriteBack(); !s.ok()) {
     // Everything is durable in the file; only the journal's mapping record lingers.
     UMAP_LOG(kWarn, "uunmap of ", m->file()->name(), ": journal record not removed: ", s.ToString());
   }
@@ -586,7 +730,8 @@ void Runtime::Destroy(Mapping* m) {
   // Fills still queued are dropped and those in flight land while the range is still
   // registered; only then is it unregistered.
   m->DetachIo();
-  if (int err = uffd_->Unregister(m->base(), m->region_length())) {
+  // A quiesced or fenced runtime has no userfaultfd; its ranges were unregistered.
+  if (int err = uffd_ == nullptr ? 0 : uffd_->Unregister(m->base(), m->region_length())) {
     // munmap below unregisters the range anyway; nothing is left registered.
     UMAP_LOG(kWarn, "UFFDIO_UNREGISTER of ", m->file()->name(), " failed: errno ", err,
              "; the range is unmapped regardless");
@@ -616,24 +761,25 @@ umap_stats Runtime::Stats() const {
                        static_cast<uint64_t>(shadows_.count()) * geo_.block_size;
   s.cache_bytes_limit =
       (static_cast<uint64_t>(geo_.cache_blocks) + geo_.shadow_blocks) * geo_.block_size;
-  io::IoCounters& io = io_->counters();
-  s.io_reads = io.reads.load();
-  s.io_bytes = io.bytes.load();
-  s.io_queue_wait_us = io.queue_wait_us.load();
-  s.io_timeouts = io.timeouts.load();
-  s.io_retries = io.retries.load();
-  s.io_read_failures = io.errors.load();
-  WriteCounters& wc = io_->writer().counters();
-  s.io_writes = wc.writes.load();
-  s.io_write_bytes = wc.write_bytes.load();
-  s.io_write_timeouts = wc.write_timeouts.load();
-  for (int k = 0; k < UMAP_IO_SIZE_BUCKETS && k < io::kSizeBuckets; ++k) {
-    s.io_size_hist[k] = io.size_hist[k].load();
+  {
+    absl::MutexLock l(&io_swap_mu_);
+    const umap_stats& c = io_carried_;
+    s.io_reads = c.io_reads;
+    s.io_bytes = c.io_bytes;
+    s.io_queue_wait_us = c.io_queue_wait_us;
+    s.io_timeouts = c.io_timeouts;
+    s.io_retries = c.io_retries;
+    s.io_read_failures = c.io_read_failures;
+    s.io_writes = c.io_writes;
+    s.io_write_bytes = c.io_write_bytes;
+    s.io_write_timeouts = c.io_write_timeouts;
+    s.io_inline_reads = c.io_inline_reads;
+    for (int k = 0; k < UMAP_IO_SIZE_BUCKETS; ++k) s.io_size_hist[k] = c.io_size_hist[k];
+    s.io_engine = c.io_engine;
+    if (io_ != nullptr) AddIoFigures(*io_, &s);
   }
-  s.io_engine = io_->engine() == io::Engine::kUring ? UMAP_IO_URING : UMAP_IO_POSIX;
   s.fault_mode = signal_mode_ ? UMAP_FAULT_SIGNAL : UMAP_FAULT_HANDLER;
-  s.uffd_access = static_cast<int>(uffd_->access());
-  s.io_inline_reads = io.inline_reads.load();
+  s.uffd_access = uffd_access_.load(std::memory_order_relaxed);
   uint64_t prefetched = 0;
   const uint32_t high = slot_high_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < high; ++i) {

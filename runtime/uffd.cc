@@ -194,6 +194,12 @@ absl::StatusOr<char*> ReserveRegion(void* addr, size_t len, int prot, bool fixed
 
 void ReleaseRegion(char* base, size_t len) { ::munmap(base, len); }
 
+int ProtectRegion(char* base, size_t len, int prot) {
+  // The system call itself, as in DiscardPages: the LD_PRELOAD shim refuses a program's
+  // mprotect of a Umap mapping, which must never apply to the runtime's own.
+  return ::syscall(SYS_mprotect, base, len, prot) == 0 ? 0 : errno;
+}
+
 char* MapBuffer(size_t len) {
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : static_cast<char*>(p);

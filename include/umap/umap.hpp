@@ -112,6 +112,14 @@ class Mapping {
   size_t length_;
 };
 
+// Checkpoints (umap_quiesce/umap_resume in umap.h): every runtime of the process.
+inline absl::Status Quiesce() {
+  return umap_quiesce() == 0 ? absl::OkStatus() : ErrnoStatus(errno, "umap_quiesce");
+}
+inline absl::Status Resume() {
+  return umap_resume() == 0 ? absl::OkStatus() : ErrnoStatus(errno, "umap_resume");
+}
+
 }  // namespace Umap
 
 #endif  // UMAP_UMAP_HPP_

@@ -71,6 +71,9 @@ typedef struct umap_config {
   size_t prefetch_bytes;     /* largest read-ahead window of a sequential stream (0: off) */
   umap_fault_mode fault_mode;/* who resolves page faults (default: signal) */
   unsigned stats_period_ms;  /* period of the stats segment umap-stat reads (0: none) */
+  int checkpoint_control;    /* 1: serve the process's checkpoint control socket, through
+                                which umap-ctl quiesces and resumes it around a CRIU dump and
+                                restore (UMAP_CHECKPOINT; docs/operations.md) */
 } umap_config;
 
 typedef struct umap_stats {

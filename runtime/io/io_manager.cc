@@ -2,6 +2,7 @@
 
 #include <liburing.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -433,6 +434,7 @@ void IoManager::DriveChannelsExternally(bool external) {
   stop_channel_threads_.store(false, std::memory_order_release);
   for (unsigned i = 0; i < uring_.size(); ++i) {
     channel_threads_.emplace_back([this, i] {
+      ::pthread_setname_np(::pthread_self(), "umap-io");
       pollfd pfd = {uring_[i]->event_fd(), POLLIN, 0};
       for (;;) {
         const int timeout = uring_[i]->Pump();
@@ -599,6 +601,7 @@ void IoManager::RetryOrFail(const Run& run, const char* what, uint64_t age_us) {
 }
 
 void IoManager::SyncLoop(unsigned index) {
+  ::pthread_setname_np(::pthread_self(), "umap-io");
   SyncSlot& slot = sync_slots_[index];
   const IoScheduler::Taker who = engine_ == Engine::kPosix ? IoScheduler::Taker::kSync
                                                             : IoScheduler::Taker::kSyncHelper;
@@ -644,6 +647,7 @@ void IoManager::SyncLoop(unsigned index) {
 }
 
 void IoManager::WatchdogLoop() {
+  ::pthread_setname_np(::pthread_self(), "umap-watchdog");
   // Deadlines of synchronous reads (io_uring channels watch their own slots).
   const auto period = std::chrono::microseconds(
       std::clamp<uint64_t>(options_.timeout_us / 4, 1000, 100'000));

@@ -47,7 +47,7 @@ expect_files=(
   "${libdir#$prefix/}/cmake/umap/umapTargets.cmake"
   "${libdir#$prefix/}/cmake/umap/umapStaticTargets.cmake"
   "${libdir#$prefix/}/libumap_preload.so"
-  bin/umap-recover bin/umap-stat bin/umap-bench share/man/man1/umap-recover.1
+  bin/umap-recover bin/umap-stat bin/umap-ctl bin/umap-bench share/man/man1/umap-recover.1
   share/man/man1/umap-stat.1 share/man/man3/umap.3)
 for f in "${expect_files[@]}"; do
   [ -e "$prefix/$f" ] || [ -L "$prefix/$f" ] || fail "not installed: $f"
@@ -171,7 +171,8 @@ if [ -n "$lib_deb" ] && [ -n "$dev_deb" ] && [ -n "$tools_deb" ]; then
     /usr/include/umap/umap.hpp "/usr/lib.*/libumap\.so" "/usr/lib.*/libumap\.a" \
     "/usr/lib.*/pkgconfig/umap\.pc" "/usr/lib.*/cmake/umap/umapConfig\.cmake" \
     "/usr/share/man/man3/umap\.3(\.gz)?"
-  expect_in "$tools_deb" /usr/bin/umap-recover /usr/bin/umap-stat /usr/bin/umap-bench \
+  expect_in "$tools_deb" /usr/bin/umap-recover /usr/bin/umap-stat /usr/bin/umap-ctl \
+    /usr/bin/umap-bench \
     "/usr/share/man/man1/umap-recover\.1(\.gz)?" "/usr/share/man/man1/umap-stat\.1(\.gz)?"
   if contents "$lib_deb" | grep -qE '\.(h|hpp|a)$|/bin/'; then
     fail "$(basename "$lib_deb") holds development files or tools"
