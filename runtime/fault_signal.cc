@@ -39,8 +39,16 @@ bool FaultWasWrite(void* ucontext) {
 #endif
 }
 
-void ChainToPrevious(int sig, siginfo_t* info, void* ucontext) {
-  const struct sigaction& prev = g_previous;
+void OnSigbus(int sig, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  const bool handled = DispatchFaultSignal(sig, info, ucontext);
+  if (!handled) ChainToPrevious(g_previous, sig, info, ucontext);
+  errno = saved_errno;
+}
+
+}  // namespace
+
+void ChainToPrevious(const struct sigaction& prev, int sig, siginfo_t* info, void* ucontext) {
   if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
     prev.sa_sigaction(sig, info, ucontext);
     return;
@@ -58,15 +66,6 @@ void ChainToPrevious(int sig, siginfo_t* info, void* ucontext) {
   ::sigaction(sig, &dfl, nullptr);
   if (info->si_code <= 0) ::raise(sig);
 }
-
-void OnSigbus(int sig, siginfo_t* info, void* ucontext) {
-  const int saved_errno = errno;
-  const bool handled = DispatchFaultSignal(sig, info, ucontext);
-  if (!handled) ChainToPrevious(sig, info, ucontext);
-  errno = saved_errno;
-}
-
-}  // namespace
 
 bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext) {
   // A userfaultfd SIGBUS is a bus error at a user address (BUS_ADRERR); poison (UFFDIO_POISON,

@@ -36,6 +36,11 @@ void DetachFaultSignal(Runtime* rt);
 // Async-signal-safe on the success path.
 bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext);
 
+// Hands a signal on to the disposition `prev` that a Umap handler replaced: its handler, or
+// the default action (a fault re-executes the access and meets the default disposition; a
+// signal sent by kill(2) is raised again). Async-signal-safe.
+void ChainToPrevious(const struct sigaction& prev, int sig, siginfo_t* info, void* ucontext);
+
 }  // namespace umap::runtime
 
 #endif  // UMAP_RUNTIME_FAULT_SIGNAL_H_

@@ -520,7 +520,7 @@ int Mapping::Install(uint64_t first, uint32_t count, const char* buf, const uint
     const bool write = writable_ && (entries[i] & Table::kFillWrite);
     uint32_t j = i + 1;
     while (j < count && !(entries[j] & Table::kStash) &&
-           (writable_ && (entries[j] & Table::kFillWrite)) == write) {
+           (writable_ && (entries[j] & Table::kFillWrite)) == write && !StartsSegment(first + j)) {
       ++j;
     }
     // One copy for the stretch; the last block of the file may end inside it.
