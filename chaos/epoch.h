@@ -88,6 +88,13 @@ struct Epoch {
   std::string crash_point = {};
   std::vector<std::string> draws = {};
   bool must_recover_now = false;
+  // Commands the worker and umap-recover run under (the namespaces of one node of a
+  // multi-node testbed: `gluster-testbed client-exec ... --`); empty: run as they are.
+  std::vector<std::string> worker_prefix = {};
+  std::vector<std::string> recover_prefix = {};
+  // The driver reads the data file with O_DIRECT: other clients of a DFS write it, and the
+  // driver's own client would show its cached pages instead of what the servers hold.
+  bool fresh_reads = false;
 
   bool fired = false;  // the fault happened (the "faults fired" column)
   // Judged by a umap-recover refusal (journal rot), set by FaultClass::DamageJournal.
