@@ -407,7 +407,13 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
     ASSIGN_OR_RETURN(write_back, MakeWriteBack(file.get()));
     write_back->set_io(io_.get());
     if (coh->checks_writes()) {
-      write_back = std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get());
+      JournalHandle* journal;
+      {
+        absl::MutexLock l(&mu_);
+        journal = journal_.get();  // set by MakeWriteBack unless journal_mode is off
+      }
+      write_back =
+          std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
     }
   }
   // A writable region must be readable for UFFDIO_COPY'd pages to make sense to the app.

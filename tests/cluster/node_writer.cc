@@ -8,10 +8,11 @@
 //
 //   node_writer init FILE SEED BLOCKS            the initial file (round 0), fsync'ed
 //   node_writer write FILE JOURNAL ORACLE SEED BLOCKS WRITES FIRST_ROUND [ROUNDS]
-//   node_writer check FILE SEED BLOCKS WRITES LOW HIGH
+//   node_writer check FILE SEED BLOCKS WRITES LOW HIGH [FROM TO]
 //       maps FILE through Umap (read-only) and exits 0 when it equals the state after rounds
-//       1..j for some j in [LOW, HIGH] (prints "state j"), 1 otherwise (prints the first
-//       block that fits no such state).
+//       1..j for some j in [LOW, HIGH], then rounds FROM..TO (a job that went on from state
+//       j) — prints "state j" —, 1 otherwise (prints the first block that fits no such
+//       state).
 // Exit codes of write: 0 the rounds are done; 2 usage or set-up; 5 fenced (ESTALE).
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -64,7 +65,7 @@ umap_runtime* Runtime(const killtest::Workload& w, const char* journal) {
 
 int Write(char** argv, int argc, const killtest::Workload& w) {
   const uint64_t first = Num(argv[8]);
-  const uint64_t rounds = argc > 9 ? Num(argv[9]) : ~0ull;
+  const uint64_t last = argc > 9 ? first + Num(argv[9]) - 1 : ~0ull;  // default: for ever
   int fd = ::open(argv[2], O_RDWR);
   int oracle = ::open(argv[4], O_WRONLY | O_APPEND | O_CREAT, 0600);
   if (fd < 0 || oracle < 0) {
@@ -82,7 +83,7 @@ int Write(char** argv, int argc, const killtest::Workload& w) {
   }
   // Mapped (any replay of an earlier run's journal is done), and who we are.
   Record(oracle, "M " + std::to_string(::getpid()));
-  for (uint64_t r = first; r < first + rounds; ++r) {
+  for (uint64_t r = first; r <= last; ++r) {
     for (uint64_t b : w.RoundBlocks(r)) w.Fill(r, b, p + b * w.block_size);
     if (!Record(oracle, "B " + std::to_string(r))) return 2;
     int refused = 0;
@@ -108,8 +109,9 @@ int Write(char** argv, int argc, const killtest::Workload& w) {
   return 0;
 }
 
-int Check(char** argv, const killtest::Workload& w) {
+int Check(char** argv, int argc, const killtest::Workload& w) {
   const uint64_t low = Num(argv[6]), high = Num(argv[7]);
+  const uint64_t then_first = argc == 10 ? Num(argv[8]) : 1, then_last = argc == 10 ? Num(argv[9]) : 0;
   int fd = ::open(argv[2], O_RDONLY);
   if (fd < 0) {
     std::perror(argv[2]);
@@ -132,13 +134,17 @@ int Check(char** argv, const killtest::Workload& w) {
       for (uint64_t b : w.RoundBlocks(j)) version[b] = j;
     }
     if (j < low) continue;
+    std::vector<uint64_t> then = version;
+    for (uint64_t r = then_first; r <= then_last; ++r) {
+      for (uint64_t b : w.RoundBlocks(r)) then[b] = r;
+    }
     mismatch.clear();
     for (uint64_t b = 0; b < w.blocks && mismatch.empty(); ++b) {
-      w.Fill(version[b], b, want.data());
+      w.Fill(then[b], b, want.data());
       if (std::memcmp(want.data(), p + b * w.block_size, w.block_size) != 0) {
         mismatch = "block " + std::to_string(b) + " holds version " +
                    std::to_string(w.VersionOf(b, p + b * w.block_size)) + ", state " +
-                   std::to_string(j) + " has " + std::to_string(version[b]);
+                   std::to_string(j) + " has " + std::to_string(then[b]);
       }
     }
     if (mismatch.empty()) {
@@ -163,11 +169,11 @@ int main(int argc, char** argv) {
   if (cmd == "write" && (argc == 9 || argc == 10)) {
     return Write(argv, argc, killtest::Workload{Num(argv[5]), Num(argv[6]), 4096, Num(argv[7])});
   }
-  if (cmd == "check" && argc == 8) {
-    return Check(argv, killtest::Workload{Num(argv[3]), Num(argv[4]), 4096, Num(argv[5])});
+  if (cmd == "check" && (argc == 8 || argc == 10)) {
+    return Check(argv, argc, killtest::Workload{Num(argv[3]), Num(argv[4]), 4096, Num(argv[5])});
   }
   std::fprintf(stderr,
                "usage: node_writer init FILE SEED BLOCKS | write FILE JOURNAL ORACLE SEED BLOCKS "
-               "WRITES FIRST_ROUND [ROUNDS] | check FILE SEED BLOCKS WRITES LOW HIGH\n");
+               "WRITES FIRST_ROUND [ROUNDS] | check FILE SEED BLOCKS WRITES LOW HIGH [FROM TO]\n");
   return 2;
 }
