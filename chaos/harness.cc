@@ -202,10 +202,10 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
           .fault_seed = fault_seed,
           .checks_earlier_run = it.pending.has_value(),
           .rounds = rounds,
+          .cache_blocks = CacheBlocks(run_.config().replayable),
           .args = {"--file", file, "--journal", it.journal_dir, "--policy", it.rec.policy, "--seed",
                    absl::StrCat(it.wseed), "--tag", absl::StrCat(it.tag), "--first-round",
-                   absl::StrCat(it.first_round), "--blocks", absl::StrCat(kBlocks),
-                   "--cache-blocks", absl::StrCat(CacheBlocks(run_.config().replayable))}};
+                   absl::StrCat(it.first_round), "--blocks", absl::StrCat(kBlocks)}};
   if (!run_.config().mutation.empty()) {
     e.env.push_back("UMAP_TEST_MUTATION=" + run_.config().mutation);
   }
@@ -261,7 +261,8 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
 }
 
 std::unique_ptr<Worker> Harness::StartWorker(Iteration& it, Epoch& e) {
-  e.args.insert(e.args.end(), {"--rounds", absl::StrCat(e.rounds)});
+  e.args.insert(e.args.end(), {"--rounds", absl::StrCat(e.rounds), "--cache-blocks",
+                               absl::StrCat(e.cache_blocks)});
   if (e.checks_earlier_run) e.args.push_back("--report-base");
   e.started = Clock::now();
   absl::StatusOr<std::unique_ptr<Worker>> w =
@@ -311,7 +312,7 @@ void Harness::JudgeWorkerRun(Iteration& it, Epoch& e, Worker& worker, const Exit
                                   "), bound ", kRssGrowthBoundKib >> 10, " MiB"));
     }
   }
-  const uint64_t cache_bound = CacheBlocks(run_.config().replayable) * kBlockSize;
+  const uint64_t cache_bound = e.cache_blocks * kBlockSize;
   if (mem.max_cache_bytes > cache_bound) {
     it.rec.Violate("memory", absl::StrCat("the cache held ", mem.max_cache_bytes,
                                           " bytes, more than its bound of ", cache_bound));

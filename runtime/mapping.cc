@@ -242,6 +242,15 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   if (cb == BlockPool::kNone) {
     // Slow path: every cache block is dirty and cannot leave the cache. Say why and what to do.
     int wb = rt_->last_writeback_errno();
+    if (wb == ESTALE || wb == ENOLCK) {
+      RaiseSigbus(block, e.v, tid,
+                  PosixError(wb, absl::StrCat(
+                      "no cache block can be freed: dirty blocks may not be written back any "
+                      "more (", std::strerror(wb), ": the journal was taken over by another "
+                      "process or node, or the mapping lost its locks; docs/consistency.md); "
+                      "end the process")));
+      return;
+    }
     RaiseSigbus(block, e.v, tid,
                 PosixError(ENOMEM, absl::StrCat(
                     "no cache block could be freed in time: dirty blocks cannot be written "

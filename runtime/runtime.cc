@@ -329,6 +329,10 @@ uint32_t Runtime::AcquireBlock() {
   for (;;) {
     const uint32_t cb = TryAcquireBlock();
     if (cb != BlockPool::kNone) return cb;
+    // A refusal that never ends (the journal was taken over, the locks were lost): no
+    // write-back will free a block, so the fault fails now rather than in a minute.
+    const int wb = last_writeback_errno();
+    if (wb == ESTALE || wb == ENOLCK) return BlockPool::kNone;
     // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
     // behind. Wait for them rather than exceed the cache bound.
     counters_.pool_waits.fetch_add(1, std::memory_order_relaxed);

@@ -99,9 +99,14 @@ class NodeLossFault : public FaultClass {
     e.fresh_reads = true;
     after_takeover_.reset();
     if (cut_) {
-      // It must outlive the cut, the takeover and its return; it is killed after.
+      // It must outlive the cut, the takeover and its return (it is killed after), with
+      // nothing to read from the file meanwhile: a node cut off from its file system cannot
+      // fault data in (SIGBUS, as mmap's EIO). So the whole file fits its cache, and the
+      // worker reads every block first (--report-base).
       e.rounds = 3000;
       e.must_recover_now = true;
+      e.cache_blocks = CacheBlocks(/*replayable=*/true);  // the whole file
+      if (!e.checks_earlier_run) e.args.push_back("--report-base");  // else the loop adds it
     }
     e.draws.push_back(cut_ ? "node-loss/cut" : "node-loss/kill");
   }
