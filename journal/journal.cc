@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
+#include "journal/fenced_fs.h"
 #include "journal/lock_holder.h"
 #include "journal/rocksdb_status.h"
 #include "rocksdb/db.h"
@@ -185,20 +186,28 @@ struct Journal::Claim {
 };
 
 Journal::Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
-                 std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
+                 std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
+                 std::shared_ptr<Listener> listener,
                  std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db)
     : dir_(std::move(dir)),
       dir_id_(dir_id),
       staged_quota_(staged_quota),
+      fence_(std::move(fence)),
       env_(std::move(env)),
       listener_(std::move(listener)),
       statistics_(std::move(statistics)),
       db_(db) {}
 
 Journal::~Journal() {
+  if (fence_ != nullptr && fence_->fenced()) {
+    // The directory is another owner's now: no flush at close (FencedFs would refuse it
+    // anyway, but RocksDB need not try).
+    db_->SetDBOptions({{"avoid_flush_during_shutdown", "true"}}).PermitUncheckedError();
+  }
   rocksdb::Status s = db_->Close();
   if (!s.ok()) UMAP_LOG(kWarn, "closing journal ", dir_, ": ", s.ToString());
   delete db_;
+  if (fence_ != nullptr) fence_->Release();
   // Only now, with RocksDB's LOCK released, may another Journal of this process open it.
   OpenDirs::Release(dir_id_);
 }
@@ -220,6 +229,13 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
 
   std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
   if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  // The owner lock and a new epoch before RocksDB writes anything into the directory; every
+  // later write of RocksDB's passes the fence.
+  std::unique_ptr<JournalFence> fence;
+  if (!options.read_only) {
+    ASSIGN_OR_RETURN(fence, JournalFence::Acquire(dir, options.expected_epoch));
+    fs = std::make_shared<FencedFs>(fs, fence.get());
+  }
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   auto listener = std::make_shared<Listener>();
   std::shared_ptr<rocksdb::Statistics> statistics = rocksdb::CreateDBStatistics();
@@ -241,8 +257,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
         s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }
   std::unique_ptr<Journal> journal(new Journal(dir, dir_id, options.staged_quota_bytes,
-                                               std::move(rocks_env), std::move(listener),
-                                               std::move(statistics), db));
+                                               std::move(fence), std::move(rocks_env),
+                                               std::move(listener), std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
   RETURN_IF_ERROR(journal->Recover(options.keep_staged || options.read_only, options.read_only));
   if (options.read_only) {
@@ -388,6 +404,20 @@ absl::Status Journal::poisoned() {
   absl::MutexLock l(&mu_);
   return WritableLocked();
 }
+
+absl::Status Journal::CheckOwner() { return CheckOwnerWith(false); }
+absl::Status Journal::CheckOwnerFresh() { return CheckOwnerWith(true); }
+
+absl::Status Journal::CheckOwnerWith(bool fresh_ok) {
+  if (fence_ == nullptr) return absl::OkStatus();
+  absl::Status s = fresh_ok ? fence_->CheckFresh() : fence_->Check();
+  if (s.ok() || !fence_->fenced()) return s;  // not fenced: a check that could not decide
+  absl::MutexLock l(&mu_);
+  PoisonLocked(s);
+  return s;
+}
+
+uint64_t Journal::epoch() const { return fence_ != nullptr ? fence_->epoch() : 0; }
 
 bool Journal::ConflictsLocked(const Claim& claim) const {
   for (const Claim* c : claims_) {
@@ -577,6 +607,9 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
     return absl::InvalidArgumentError(
         absl::StrCat("commit range [", first_block, ", ", end_block, ") is inverted"));
   }
+  // Only the owner commits: a former owner cut off from a shared journal and back again
+  // must not add to what the new owner replays.
+  RETURN_IF_ERROR(CheckOwner());
   std::vector<const BlockWrite*> given;
   given.reserve(blocks.size());
   for (const BlockWrite& b : blocks) given.push_back(&b);

@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "journal/format.h"
+#include "journal/journal_fence.h"
 #include "umap/env.h"
 
 namespace rocksdb {
@@ -57,8 +58,10 @@ namespace umap::journal {
 
 struct JournalOptions {
   // The journal directory. Created with mode 0700 if missing (its parent must exist); an
-  // existing directory keeps its mode. Must be a local directory: RocksDB's LOCK in it
-  // keeps a second process out.
+  // existing directory keeps its mode. A local directory, or one on a shared file system
+  // whose byte-range locks are cluster-wide (docs/operations.md §1): a writable open takes
+  // its owner lock and a new epoch (journal/journal_fence.h), which keep a second process
+  // out and fence a former owner.
   std::string dir;
   // Carries every journal byte: the RocksDB instance reaches it through
   // rocksdb::NewCompositeEnv(fs). Null = rocksdb::FileSystem::Default(). Fault injection
@@ -78,6 +81,10 @@ struct JournalOptions {
   // one when a writable reopen fails, so that staged and committed block images stay
   // readable (a failed read is a SIGBUS) until a writable reopen succeeds.
   bool read_only = false;
+  // A reopen by the process that owns epoch `expected_epoch` (after a write error): it
+  // keeps that epoch, and fails with ESTALE (fenced) when another owner took the journal
+  // over meanwhile. 0: a new owner (the next epoch).
+  uint64_t expected_epoch = 0;
 };
 
 using MappingInfo = MappingRecord;
@@ -218,6 +225,19 @@ class Journal {
   Stats stats() const;
   // OK, or the kFailedPrecondition status that write calls return.
   absl::Status poisoned();
+  // OK while this process owns the journal (JournalFence::Check: its owner lock stands and
+  // the owner record names it). Once another owner took over: kFailedPrecondition with
+  // errno ESTALE naming it, for good, and the journal is poisoned. Commit calls it first;
+  // so must anything that writes the journal's transactions into files (applies), and a
+  // process resumed from a checkpoint before it writes again. A read-only journal: OK.
+  absl::Status CheckOwner();
+  // CheckOwner, unless a check succeeded within the last few milliseconds
+  // (JournalFence::CheckFresh): for the apply that follows a commit.
+  absl::Status CheckOwnerFresh();
+  // The owner epoch of this open (0 for a read-only open).
+  uint64_t epoch() const;
+  // Test-only: the fence of a writable open (null for a read-only one).
+  JournalFence* TEST_fence() { return fence_.get(); }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -234,10 +254,12 @@ class Journal {
   using DirId = std::pair<uint64_t, uint64_t>;     // (device, inode) of the directory
 
   Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
-          std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
-          std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db);
+          std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
+          std::shared_ptr<Listener> listener, std::shared_ptr<rocksdb::Statistics> statistics,
+          rocksdb::DB* db);
 
   absl::Status Recover(bool keep_staged, bool read_only);
+  absl::Status CheckOwnerWith(bool fresh_ok);
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
   // OK, or the poisoned status. Also picks up a background error seen by the listener.
@@ -256,6 +278,8 @@ class Journal {
   const std::string dir_;
   const DirId dir_id_;
   const uint64_t staged_quota_;
+  // Null for a read-only open. Declared before env_: the FencedFs inside env_ uses it.
+  const std::unique_ptr<JournalFence> fence_;
   const std::unique_ptr<rocksdb::Env> env_;  // the composite Env over JournalOptions::fs
   const std::shared_ptr<Listener> listener_;
   const std::shared_ptr<rocksdb::Statistics> statistics_;

@@ -47,6 +47,8 @@ bool FaultWasWrite(void* ucontext) {
 #endif
 }
 
+}  // namespace
+
 void ChainToPrevious(const struct sigaction& prev, int sig, siginfo_t* info, void* ucontext) {
   if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
     prev.sa_sigaction(sig, info, ucontext);
@@ -65,6 +67,8 @@ void ChainToPrevious(const struct sigaction& prev, int sig, siginfo_t* info, voi
   ::sigaction(sig, &dfl, nullptr);
   if (info->si_code <= 0) ::raise(sig);
 }
+
+namespace {
 
 void OnSigbus(int sig, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;

@@ -58,6 +58,10 @@ uint32_t ParkGeneration();
 void ParkFaultingThread(uint32_t generation);
 // Bumps the generation and wakes every parked thread: each retries its access.
 void WakeParkedThreads();
+// Hands a signal on to the disposition `prev` that a Umap handler replaced: its handler, or
+// the default action (a fault re-executes the access and meets the default disposition; a
+// signal sent by kill(2) is raised again). Async-signal-safe.
+void ChainToPrevious(const struct sigaction& prev, int sig, siginfo_t* info, void* ucontext);
 
 }  // namespace umap::runtime
 

@@ -18,6 +18,8 @@ namespace umap::runtime {
 absl::StatusOr<std::unique_ptr<JournalHandle>> JournalHandle::Open(
     journal::JournalOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(options));
+  // Every reopen keeps this owner epoch, or finds the journal taken over (fenced).
+  options.expected_epoch = j->epoch();
   return std::unique_ptr<JournalHandle>(new JournalHandle(std::move(options), std::move(j)));
 }
 
@@ -254,6 +256,7 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
 }
 
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
+  if (!unapplied_.empty()) RETURN_IF_ERROR(CheckOwnerBeforeApply());
   // Apply in LSN order; stop at the first failure so no block is applied out of order.
   for (auto it = unapplied_.begin(); it != unapplied_.end();) {
     const journal::Transaction& t = it->second;
@@ -289,6 +292,13 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   // The data is durable in the file; a failed mark only leaves records that a replay would
   // rewrite with the same bytes. They stay listed for the next batch.
   return MarkAppliedBatch(/*force=*/false);
+}
+
+absl::Status JournalWriteBack::CheckOwnerBeforeApply() {
+  // A process whose journal another took over (a restart on another node while this one was
+  // cut off) must not write its old transactions into the file: the new owner replayed them
+  // and may have written newer blocks since. The commit of the newest one has just checked.
+  return journal_->Run([](journal::Journal& j) { return j.CheckOwnerFresh(); });
 }
 
 absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {

@@ -151,6 +151,8 @@ class JournalWriteBack final : public WriteBack {
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
   // fdatasyncs and marks them (and earlier applied-unsynced ones) applied.
   absl::Status ApplyPending(bool sync_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // OK while this process still owns the journal (journal::Journal::CheckOwner).
+  absl::Status CheckOwnerBeforeApply();
   // After a failed Commit of this mapping: takes this mapping's pending transactions newer
   // than the last one it knows (failed commits that the journal kept) into unapplied_.
   // for_read: through JournalHandle::Read, and only once the journal instance in which the

@@ -244,6 +244,15 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   if (cb == BlockPool::kNone) {
     // Slow path: every cache block is dirty and cannot leave the cache. Say why and what to do.
     int wb = rt_->last_writeback_errno();
+    if (wb == ESTALE || wb == ENOLCK) {
+      RaiseSigbus(block, e.v, tid,
+                  PosixError(wb, absl::StrCat(
+                      "no cache block can be freed: dirty blocks may not be written back any "
+                      "more (", std::strerror(wb), ": the journal was taken over by another "
+                      "process or node, or the mapping lost its locks; docs/consistency.md); "
+                      "end the process")));
+      return;
+    }
     RaiseSigbus(block, e.v, tid,
                 PosixError(ENOMEM, absl::StrCat(
                     "no cache block could be freed in time: dirty blocks cannot be written "
@@ -522,7 +531,7 @@ int Mapping::Install(uint64_t first, uint32_t count, const char* buf, const uint
     const bool write = writable_ && (entries[i] & Table::kFillWrite);
     uint32_t j = i + 1;
     while (j < count && !(entries[j] & Table::kStash) &&
-           (writable_ && (entries[j] & Table::kFillWrite)) == write) {
+           (writable_ && (entries[j] & Table::kFillWrite)) == write && !StartsSegment(first + j)) {
       ++j;
     }
     // One copy for the stretch; the last block of the file may end inside it.

@@ -15,6 +15,7 @@
 #ifndef UMAP_RUNTIME_MAPPING_H_
 #define UMAP_RUNTIME_MAPPING_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/cache_entry_table.h"
+#include "runtime/coherence.h"
 #include "runtime/eviction_batch.h"
 #include "runtime/index_stack.h"
 #include "runtime/io/io_manager.h"
@@ -78,6 +80,16 @@ class Mapping final : public io::IoFileClient {
   File* file() { return file_.get(); }
 
   void set_write_back(std::unique_ptr<WriteBack> wb) { write_back_ = std::move(wb); }
+  // What the mapping does about other writers (its locks, its read-only parts); null drops
+  // it (the locks are released) once nothing will be written back any more.
+  void set_coherence(std::unique_ptr<Coherence> c) { coherence_ = std::move(c); }
+  Coherence* coherence() { return coherence_.get(); }
+  // Mapping blocks where the region's protection changes (a partitioned-write mapping's
+  // read-only parts are VMAs of their own). One UFFDIO_COPY must not span two VMAs: the
+  // kernel refuses it after installing the first part.
+  void set_protection_boundaries(std::vector<uint64_t> blocks) {
+    protection_boundaries_ = std::move(blocks);
+  }
   WriteBack* write_back() { return write_back_.get(); }
   absl::Status CloseWriteBack() { return write_back_->Close(); }
 
@@ -241,6 +253,13 @@ class Mapping final : public io::IoFileClient {
   const std::unique_ptr<File> file_;
   CacheEntryTable table_;
   std::unique_ptr<WriteBack> write_back_;
+  std::unique_ptr<Coherence> coherence_;
+  std::vector<uint64_t> protection_boundaries_;  // sorted; set before the first fault
+  bool StartsSegment(uint64_t block) const {
+    return !protection_boundaries_.empty() &&
+           std::binary_search(protection_boundaries_.begin(), protection_boundaries_.end(),
+                              block);
+  }
 
   absl::Mutex sync_mu_;  // one umsync per mapping at a time
   // Group commit (Sync): tickets taken on entry; the last successful umsync's range and the

@@ -16,6 +16,7 @@
 #include "base/posix_error.h"
 #include "base/status_macros.h"
 #include "runtime/fault_signal.h"
+#include "runtime/guarded_write_back.h"
 #include "runtime/mapping.h"
 #include "runtime/journal_write_back.h"
 #include "recovery/recovery.h"
@@ -405,6 +406,10 @@ uint32_t Runtime::AcquireBlock() {
   for (;;) {
     const uint32_t cb = TryAcquireBlock();
     if (cb != BlockPool::kNone) return cb;
+    // A refusal that never ends (the journal was taken over, the locks were lost): no
+    // write-back will free a block, so the fault fails now rather than in a minute.
+    const int wb = last_writeback_errno();
+    if (wb == ESTALE || wb == ENOLCK) return BlockPool::kNone;
     // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
     // behind. Wait for them rather than exceed the cache bound.
     counters_.pool_waits.fetch_add(1, std::memory_order_relaxed);
@@ -495,7 +500,7 @@ void Runtime::LeaveOperation() {
 }
 
 absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,
-                                   off_t offset) {
+                                   off_t offset, const CoherenceRequest& coherence) {
   Operation op(this);
   RETURN_IF_ERROR(op.status());
   if (length == 0) return PosixError(EINVAL, "umap: length is 0");
@@ -520,21 +525,49 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   if (fixed && (reinterpret_cast<uintptr_t>(addr) % page_size_) != 0) {
     return PosixError(EINVAL, "umap: MAP_FIXED address is not page-aligned");
   }
-  const bool writable = (prot & PROT_WRITE) != 0;
+  const bool prot_write = (prot & PROT_WRITE) != 0;
+  const umap_coherence mode = Coherence::Resolve(coherence.mode, options_.coherence, prot_write);
+  if (mode == UMAP_COHERENCE_PARTITIONED_WRITE && !prot_write) {
+    return PosixError(EINVAL, "umap: partitioned-write needs PROT_WRITE");
+  }
+  // A read-only mapping never writes, whatever prot asked: its file is opened read-only.
+  const bool writable = prot_write && mode != UMAP_COHERENCE_READ_ONLY;
   ASSIGN_OR_RETURN(std::unique_ptr<File> file,
                    env_->AdoptFd(fd, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly));
   ASSIGN_OR_RETURN(uint64_t file_size, file->Size());
+  const size_t region = RoundUp(length, geo_.block_size);
+  // Locks first: a second writer fails before it reads or replays anything.
+  const bool auto_mode =
+      coherence.mode == UMAP_COHERENCE_AUTO && options_.coherence == UMAP_COHERENCE_AUTO;
+  ASSIGN_OR_RETURN(std::unique_ptr<Coherence> coh,
+                   Coherence::Establish(mode, auto_mode, fd, file->name(),
+                                        static_cast<uint64_t>(offset), offset + region,
+                                        geo_.block_size, coherence.write_ranges));
   std::unique_ptr<WriteBack> write_back;
   if (writable) {
     ASSIGN_OR_RETURN(write_back, MakeWriteBack(file.get()));
+    write_back->set_io(io_.get());
+    if (coh->checks_writes()) {
+      JournalHandle* journal;
+      {
+        absl::MutexLock l(&mu_);
+        journal = journal_.get();  // set by MakeWriteBack unless journal_mode is off
+      }
+      write_back =
+          std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
+    }
   }
-  const size_t region = RoundUp(length, geo_.block_size);
   // A writable region must be readable for UFFDIO_COPY'd pages to make sense to the app.
-  int region_prot = writable ? (PROT_READ | PROT_WRITE) : prot;
+  int region_prot = writable ? (PROT_READ | PROT_WRITE) : (prot & PROT_READ);
   ASSIGN_OR_RETURN(char* base, ReserveRegion(addr, region, region_prot, fixed));
   if (int err = uffd_->Register(base, region, writable)) {
     ReleaseRegion(base, region);
     return PosixError(err, "UFFDIO_REGISTER of the mapping");
+  }
+  if (absl::Status s = coh->Protect(base, region); !s.ok()) {
+    (void)uffd_->Unregister(base, region);  // munmap unregisters it anyway
+    ReleaseRegion(base, region);
+    return s;
   }
   absl::MutexLock l(&mu_);
   uint32_t slot;
@@ -553,12 +586,25 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
                     slot, region_prot};
   auto* m = new Mapping(this, p, std::move(file));
   if (write_back != nullptr) m->set_write_back(std::move(write_back));
-  m->write_back()->set_io(io_.get());
+  m->write_back()->set_io(io_.get());  // the default sink of a read-only mapping, unused
+  m->set_protection_boundaries(coh->ProtectionBoundaries(region));
+  m->set_coherence(std::move(coh));
   m->AttachIo(io_.get(), options_.io_direct);
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
   if (stats_ != nullptr) stats_->Kick();  // umap-stat lists the new mapping at once
   return static_cast<void*>(base);
+}
+
+absl::Status Runtime::CheckJournalOwner() {
+  JournalHandle* handle;
+  {
+    absl::MutexLock l(&mu_);
+    if (journal_ == nullptr) return absl::OkStatus();
+    handle = journal_.get();
+  }
+  // Run reopens a poisoned journal first: a reopen keeps this epoch or fails fenced.
+  return handle->Run([](journal::Journal& j) { return j.CheckOwner(); });
 }
 
 std::string Runtime::journal_dir() {
@@ -737,6 +783,8 @@ void Runtime::Destroy(Mapping* m) {
              "; the range is unmapped regardless");
   }
   m->ReleaseAll();
+  // Before the range is released: its refusals must not explain a later mapping's faults.
+  m->set_coherence(nullptr);
   ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();
   delete m;

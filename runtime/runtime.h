@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/block_pool.h"
+#include "runtime/coherence.h"
 #include "runtime/io/io_manager.h"
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
@@ -83,13 +84,18 @@ class Runtime {
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeOptions& options);
   ~Runtime();  // unmaps what is left (errors logged), stops threads
 
-  // mmap()-like; see include/umap/umap.h for the rules. Errors carry the errno (PosixError).
+  // mmap()-like; see include/umap/umap.h for the rules, and runtime/coherence.h for
+  // `coherence` (umap_ex2's options). Errors carry the errno (PosixError).
   absl::StatusOr<void*> Map(void* addr, size_t length, int prot, int flags, int fd,
-                            off_t offset);
+                            off_t offset, const CoherenceRequest& coherence = {});
   // Writes back, then removes the mapping that starts at addr (exactly `length` long).
   absl::Status Unmap(void* addr, size_t length);
   // Writes back and fdatasyncs the dirty blocks of [addr, addr+length).
   absl::Status Sync(void* addr, size_t length);
+  // OK while this runtime still owns its journal (none open: OK). After another process or
+  // node took the journal over: ESTALE naming it; nothing is written any more. For a process
+  // resumed from a checkpoint, before it writes again (journal::Journal::CheckOwner).
+  absl::Status CheckJournalOwner();
   // True when [addr, addr+length) lies inside one of this runtime's mappings.
   bool Owns(const void* addr, size_t length);
 

@@ -216,6 +216,12 @@ int DiscardPages(void* addr, size_t len) {
   return ::syscall(SYS_madvise, addr, len, MADV_DONTNEED) == 0 ? 0 : errno;
 }
 
+int ProtectPages(void* addr, size_t len, int prot) {
+  // The system call itself: the LD_PRELOAD shim refuses an application's mprotect of a Umap
+  // mapping, which must never apply to the runtime's own.
+  return ::syscall(SYS_mprotect, addr, len, prot) == 0 ? 0 : errno;
+}
+
 void DiscardBatch(int pidfd, EvictionBatch* batch) {
   const int n = batch->count;
   size_t advised = 0;

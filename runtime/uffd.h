@@ -87,6 +87,8 @@ char* MapBuffer(size_t len);
 void UnmapBuffer(char* p, size_t len);
 // Drops the pages of [addr, addr+len) (MADV_DONTNEED): the next access faults again.
 int DiscardPages(void* addr, size_t len);
+// Changes the protection of part of a region (mprotect); 0 or the errno.
+int ProtectPages(void* addr, size_t len, int prot);
 
 }  // namespace umap::runtime
 

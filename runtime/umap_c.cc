@@ -213,18 +213,30 @@ umap_runtime* umap_default_runtime(void) {
   return def;
 }
 
-void* umap_ex(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
-              off_t offset) {
-  if (r == nullptr) {
+void* umap_ex2(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
+               off_t offset, const umap_map_options* options) {
+  if (r == nullptr || (options != nullptr && options->write_range_count > 0 &&
+                       options->write_ranges == nullptr)) {
     errno = EINVAL;
     return MAP_FAILED;
   }
-  auto p = r->rt->Map(addr, length, prot, flags, fd, offset);
+  ::umap::runtime::CoherenceRequest coherence;
+  if (options != nullptr) {
+    coherence.mode = options->coherence;
+    coherence.write_ranges.assign(options->write_ranges,
+                                  options->write_ranges + options->write_range_count);
+  }
+  auto p = r->rt->Map(addr, length, prot, flags, fd, offset, coherence);
   if (!p.ok()) {
     Fail(p.status());
     return MAP_FAILED;
   }
   return *p;
+}
+
+void* umap_ex(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
+              off_t offset) {
+  return umap_ex2(r, addr, length, prot, flags, fd, offset, nullptr);
 }
 
 void* umap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) {

@@ -45,6 +45,17 @@ int umap_runtime_destroy(umap_runtime* runtime);
 void* umap(void* addr, size_t length, int prot, int flags, int fd, off_t offset);
 void* umap_ex(umap_runtime* runtime, void* addr, size_t length, int prot, int flags, int fd,
               off_t offset);
+/* umap_ex() with per-mapping options (NULL: the defaults): the coherence mode and, for
+ * partitioned-write, the byte ranges the mapping writes (docs/consistency.md). Errors besides
+ * umap_ex()'s: EBUSY when another open file description (another process, or a process on
+ * another node of the file system) holds a lock overlapping the blocks this mapping would
+ * write; the message logged names the holder where the file system or the holder's owner
+ * record tells. ENOLCK when partitioned-write was asked of a file system without byte-range
+ * locks. EINVAL for a write range outside the mapping, or partitioned-write without
+ * PROT_WRITE. A mapping whose range another writer holds locks on maps, and logs that its
+ * view of those bytes may be stale. */
+void* umap_ex2(umap_runtime* runtime, void* addr, size_t length, int prot, int flags, int fd,
+               off_t offset, const umap_map_options* options);
 
 /* Writes back dirty blocks (like umsync of the whole mapping), then removes the mapping.
  * addr/length must name exactly one whole mapping (EINVAL otherwise). On a write-back error

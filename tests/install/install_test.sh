@@ -67,8 +67,8 @@ pass "installed files: ${#expect_files[@]} expected, headers of include/umap/ on
 soname=$(readelf -d "$libdir/libumap.so.$version" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [ "$soname" = "libumap.so.$soversion" ] && pass "SONAME $soname" ||
   fail "SONAME is '$soname', expected libumap.so.$soversion"
-declared=$(grep -oE '^[a-z_][a-z_ *]*[ *](umap[a-z_]*|uunmap|umsync)\(' "$prefix/include/umap/umap.h" |
-  sed -E 's/.*[ *]([a-z_]+)\($/\1/' | sort -u | tr '\n' ' ')
+declared=$(grep -oE '^[a-z_][a-z_ *]*[ *](umap[a-z0-9_]*|uunmap|umsync)\(' "$prefix/include/umap/umap.h" |
+  sed -E 's/.*[ *]([a-z0-9_]+)\($/\1/' | sort -u | tr '\n' ' ')
 exported=$(nm -D --defined-only "$libdir/libumap.so.$version" | awk '$2 ~ /^[TWDBR]$/ {print $3}' |
   sed 's/@.*//' | grep -v '^UMAP_' | sort -u | tr '\n' ' ')
 [ -n "$declared" ] && [ "$declared" = "$exported" ] &&
