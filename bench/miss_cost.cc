@@ -70,7 +70,8 @@ struct Flags {
 };
 
 struct Usage {
-  double wall_s, user_s, sys_s;
+  double wall_s;  // CLOCK_MONOTONIC (perf record -k monotonic stamps its samples alike)
+  double user_s, sys_s;
   long nvcsw, nivcsw, minflt, majflt;
 };
 
@@ -220,8 +221,9 @@ int Run(const Flags& f) {
   const double wall = u1.wall_s - u0.wall_s;
   absl::PrintF(
       "umap-misscost backend=%s threads=%u ops=%.0f warmup=%lu cache=%s wall_s=%.3f "
-      "ops_per_s=%.0f\n",
-      f.backend, f.threads, n, warmup, HumanBytes(o.cache_bytes), wall, n / wall);
+      "ops_per_s=%.0f region_monotonic=%.6f,%.6f\n",
+      f.backend, f.threads, n, warmup, HumanBytes(o.cache_bytes), wall, n / wall, u0.wall_s,
+      u1.wall_s);
   absl::PrintF(
       "per_miss: wall_us %.2f user_us %.2f sys_us %.2f cpu_us %.2f vcsw %.3f ivcsw %.3f "
       "minflt %.3f majflt %.3f",

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -33,6 +35,18 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // Initial-exec TLS: it is read inside the SIGBUS handler, where a first access to lazily
 // allocated TLS (a dlopen'ed library's) could call malloc.
 __attribute__((tls_model("initial-exec"))) thread_local int t_channel = -1;
+
+// The calling thread's id for signal-mode faults, read once per thread instead of one
+// gettid(2) per miss (same TLS model, for the same reason). A fork() child's only thread
+// inherits its parent's value: the child handler below forgets it.
+__attribute__((tls_model("initial-exec"))) thread_local pid_t t_tid = 0;
+void ForgetTidInChild() { t_tid = 0; }
+pid_t CurrentTid() {
+  if (t_tid == 0) [[unlikely]] {
+    t_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  }
+  return t_tid;
+}
 
 }  // namespace
 
@@ -100,6 +114,15 @@ absl::Status Runtime::Start() {
   io.retries = options_.io_retries;
   ASSIGN_OR_RETURN(io_, io::IoManager::Create(io, env_));
   if (signal_mode_) {
+    static std::once_flag atfork;
+    std::call_once(atfork, [] {
+      if (int err = ::pthread_atfork(nullptr, nullptr, ForgetTidInChild)) {
+        // Only a fork() child that faults on a runtime of its own would notice: its
+        // references would be kept under its parent's thread id until reclaimed as dead.
+        UMAP_LOG(kWarn, "pthread_atfork failed (errno ", err, "); thread ids of forked "
+                        "children's faults may be their parent's");
+      }
+    });
     // No handler threads: the faulting threads resolve their faults, the I/O manager drives
     // its channels (read-ahead, descriptor-less files) with threads of its own.
     staging_arena_ = MapBuffer(size_t{kStagingBuffers} * geo_.block_size);
@@ -343,7 +366,7 @@ bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
   SrcuReadLock section(mapping_srcu_);
   Mapping* m = FindMapping(addr);
   if (m == nullptr) return false;
-  return m->ResolveFault(addr, write, ::gettid());
+  return m->ResolveFault(addr, write, CurrentTid());
 }
 
 char* Runtime::AcquireStaging() {
