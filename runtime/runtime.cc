@@ -131,6 +131,16 @@ absl::Status Runtime::Start() {
     }
     staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
     for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
+    // Run buffers (the start of a sequential stream is read with its first read-ahead
+    // window). Without them every stream goes through the I/O channels.
+    if (kRunBytes / geo_.block_size >= 2) {
+      run_arena_ = MapBuffer(size_t{kRunBuffers} * kRunBytes);
+      if (run_arena_ != nullptr) {
+        run_blocks_ = static_cast<uint32_t>(kRunBytes / geo_.block_size);
+        run_free_ = std::make_unique<IndexStack>(kRunBuffers);
+        for (uint32_t i = 0; i < kRunBuffers; ++i) run_free_->Push(i);
+      }
+    }
     RETURN_IF_ERROR(AttachFaultSignal(this));
   } else {
     if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
@@ -191,6 +201,7 @@ Runtime::~Runtime() {
   if (signal_mode_) {
     DetachFaultSignal(this);
     UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
+    UnmapBuffer(run_arena_, size_t{kRunBuffers} * kRunBytes);
   }
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr) {
@@ -380,6 +391,16 @@ char* Runtime::AcquireStaging() {
 
 void Runtime::ReleaseStaging(char* buf) {
   staging_free_->Push(static_cast<uint32_t>((buf - staging_arena_) / geo_.block_size));
+}
+
+char* Runtime::TryAcquireRunBuffer() {
+  if (run_free_ == nullptr) return nullptr;
+  const uint32_t i = run_free_->Pop();
+  return i == IndexStack::kEmpty ? nullptr : run_arena_ + size_t{i} * kRunBytes;
+}
+
+void Runtime::ReleaseRunBuffer(char* buf) {
+  run_free_->Push(static_cast<uint32_t>((buf - run_arena_) / kRunBytes));
 }
 
 absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,
