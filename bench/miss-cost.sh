@@ -108,6 +108,8 @@ in_cg() { echo $BASHPID >"$CG/cgroup.procs" && exec "$@"; }
 trap 'cg_remove' EXIT
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
+# section TITLE HEADER ALIGN: a summary section's title and its table's first two rows.
+section() { printf '## %s\n\n%s\n%s\n' "$1" "$2" "$3" >>"$SUMMARY"; }
 
 IFS=, read -r -a backends <<<"$BACKENDS"
 {
@@ -123,10 +125,9 @@ echo "miss-cost: preparing $FILE"
 
 # --- 1. callgrind: user-space instructions per miss ---------------------------------------
 if has callgrind "$PARTS"; then
-  echo "## User-space instructions per miss (callgrind, all threads)" >>"$SUMMARY"
-  echo >>"$SUMMARY"
-  echo "| backend | threads | instructions/miss | inclusive instructions/miss of the parts |" >>"$SUMMARY"
-  echo "|---|---:|---:|---|" >>"$SUMMARY"
+  section "User-space instructions per miss (callgrind, all threads)" \
+    "| backend | threads | instructions/miss | inclusive instructions/miss of the parts |" \
+    "|---|---:|---:|---|"
   IFS=, read -r -a gthreads <<<"$GRIND_THREADS"
   for b in "${backends[@]}"; do
     for t in "${gthreads[@]}"; do
@@ -153,10 +154,8 @@ fi
 
 # --- 2. strace: system calls per miss -------------------------------------------------------
 if has strace "$PARTS"; then
-  echo "## System calls per miss (strace -f, timed region)" >>"$SUMMARY"
-  echo >>"$SUMMARY"
-  echo "| backend | threads | calls/miss | by call |" >>"$SUMMARY"
-  echo "|---|---:|---:|---|" >>"$SUMMARY"
+  section "System calls per miss (strace -f, timed region)" \
+    "| backend | threads | calls/miss | by call |" "|---|---:|---:|---|"
   for b in "${backends[@]}"; do
     t=1
     tag=$(echo "$b-t$t" | tr '+' '_')
@@ -179,10 +178,9 @@ fi
 
 # --- 3. getrusage in a memory cgroup: CPU time and context switches per miss -----------------
 if has rusage "$PARTS"; then
-  echo "## CPU time and context switches per miss (getrusage; every run in a $LIMIT memory cgroup; median of $REPEATS)" >>"$SUMMARY"
-  echo >>"$SUMMARY"
-  echo "| backend | threads | misses/s | CPU µs/miss (user + sys) | context switches/miss (vol + invol) | faults/miss (minor, major) |" >>"$SUMMARY"
-  echo "|---|---:|---:|---:|---:|---|" >>"$SUMMARY"
+  section "CPU time and context switches per miss (getrusage; every run in a $LIMIT memory cgroup; median of $REPEATS)" \
+    "| backend | threads | misses/s | CPU µs/miss (user + sys) | context switches/miss (vol + invol) | faults/miss (minor, major) |" \
+    "|---|---:|---:|---:|---:|---|"
   IFS=, read -r -a rthreads <<<"$THREADS"
   for t in "${rthreads[@]}"; do
     # Backends interleaved within each repeat, so that a change of load hits them alike.
