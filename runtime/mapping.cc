@@ -270,11 +270,19 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
       MaybePrefetch(block);
       return;
     }
-    if (read_file()->fd() >= 0 && !ContinuesStream(block)) {
-      // A random miss: nothing to merge it with. (It may start a stream.)
-      FillInline(block, e.v, cb, write, tid);
-      MaybePrefetch(block);
-      return;
+    if (read_file()->fd() >= 0) {
+      Stream* stream = rt_->prefetch_blocks() > 0 ? FindStream(block) : nullptr;
+      if (stream == nullptr) {
+        // A random miss: nothing to merge it with. (It may start a stream.)
+        FillInline(block, e.v, cb, write, tid);
+        MaybePrefetch(block);
+        return;
+      }
+      // The stream's second miss: read its first window with it, here.
+      if (stream->length.load(std::memory_order_relaxed) == 0 &&
+          FillInlineRun(block, e.v, cb, write, tid, stream)) {
+        return;
+      }
     }
     // A miss that continues a sequential stream is queued with its read-ahead (read-ahead is
     // queued first, then this block, then the channels are told: one merged read), and so is
@@ -287,7 +295,7 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   ServeEvicted(block, e, cb, write, tid, staging);
 }
 
-absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid) {
+absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid, uint32_t count) {
   // Shown by umap-stat while it runs (a stalled file system stalls this very call).
   struct Tracked {
     io::IoManager* io;
@@ -297,7 +305,8 @@ absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid) {
   // O_DIRECT reads whole blocks (aligned length); at end of file the read returns short.
   File* f = read_file();
   const bool direct = f != file_.get();
-  auto n = f->ReadAt(ByteOffset(block), absl::MakeSpan(buf, direct ? block_size_ : valid));
+  auto n = f->ReadAt(ByteOffset(block),
+                     absl::MakeSpan(buf, direct ? size_t{count} * block_size_ : valid));
   if (direct && !n.ok() && ErrnoFromStatus(n.status()) == EINVAL && FallBackToBuffered()) {
     n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(buf, valid));
   }
@@ -356,11 +365,97 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write
     RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
     return;
   }
-  io_->NoteInlineRead(valid);
+  io_->NoteInlineRead(1, valid);
   bytes_read_.fetch_add(valid, std::memory_order_relaxed);
   fills_.fetch_add(1, std::memory_order_relaxed);
   c.blocks_read.fetch_add(1, std::memory_order_relaxed);
   PublishFilled(block, entry, cb, write && writable_, tid);
+}
+
+uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs) {
+  // As read-ahead does (MaybePrefetch): only blocks that are plainly missing, a cache block
+  // each without waiting (the caller holds `block`'s entry lock), entries taken with
+  // TryLock; the run ends at the first block that does not qualify.
+  auto plain_missing = [](Table::Entry x) {
+    return !(x.present() || x.poisoned() || x.filling() || x.shadow() || x.staged() ||
+             x.stashed());
+  };
+  uint32_t n = 1;
+  for (uint64_t p = block + 1; n < max && p < table_.size(); ++p, ++n) {
+    const Table::Entry pe = table_.Load(p);
+    if (pe.locked() || !plain_missing(pe) || ValidBytes(p) == 0) break;
+    const uint32_t cb = rt_->TryAcquireBlock();
+    if (cb == BlockPool::kNone) break;
+    Table::Entry e;
+    if (!table_.TryLock(p, &e)) {
+      rt_->pool().Release(cb);
+      break;
+    }
+    if (!plain_missing(e)) {
+      table_.Unlock(p, e.v);
+      rt_->pool().Release(cb);
+      break;
+    }
+    entries[n] = e.v;
+    cbs[n] = cb;
+  }
+  return n;
+}
+
+bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+                            Stream* s) {
+  char* buf = rt_->TryAcquireRunBuffer();
+  if (buf == nullptr) return false;
+  Counters& c = rt_->counters();
+  misses_.fetch_add(1, std::memory_order_relaxed);  // now: the read may stall
+  // The stream's bookkeeping, as MaybePrefetch would do it for this miss: its first window.
+  const uint32_t len = s->length.fetch_add(1, std::memory_order_relaxed) + 1;
+  s->next.store(block + 1, std::memory_order_relaxed);
+  const uint64_t window =
+      std::min<uint64_t>(rt_->prefetch_blocks(), 8ull << std::min<uint32_t>(len - 1, 16));
+  constexpr uint32_t kMaxRun = 64;
+  uint64_t entries[kMaxRun];
+  uint32_t cbs[kMaxRun];
+  entries[0] = entry | (write && writable_ ? Table::kFillWrite : 0);
+  cbs[0] = cb;
+  const uint32_t max = static_cast<uint32_t>(
+      std::min<uint64_t>({window + 1, rt_->run_blocks(), uint64_t{kMaxRun}}));
+  const uint32_t n = LockRunAfter(block, max, entries, cbs);
+  const uint64_t ahead = s->ahead.load(std::memory_order_relaxed);
+  if (ahead < block + n) s->ahead.store(block + n, std::memory_order_relaxed);
+  // One read and one UFFDIO_COPY per stretch of equal protection for the whole run.
+  const size_t valid = ValidBytes(block, n);
+  absl::Status st = ReadBlock(block, buf, valid, n);
+  int err = 0;
+  if (st.ok()) {
+    const size_t tail = RoundUp(valid, rt_->page_size());
+    if (tail > valid) std::memset(buf + valid, 0, tail - valid);
+    err = Install(block, n, buf, entries);
+  }
+  rt_->ReleaseRunBuffer(buf);
+  if (!st.ok() || err != 0) {
+    // Read-ahead that failed is forgotten; the faulting block gets its SIGBUS.
+    for (uint32_t i = 1; i < n; ++i) {
+      rt_->pool().Release(cbs[i]);
+      table_.Unlock(block + i, entries[i]);
+    }
+    rt_->pool().Release(cb);
+    if (!st.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
+    RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
+    return true;
+  }
+  for (uint32_t i = 1; i < n; ++i) {
+    rt_->pool().Publish(cbs[i], Owner(block + i));
+    table_.Unlock(block + i, (entries[i] & ~Table::kCbMask) | Table::kPresent | cbs[i]);
+  }
+  resident_.fetch_add(n - 1, std::memory_order_relaxed);
+  prefetched_.fetch_add(n - 1, std::memory_order_relaxed);
+  io_->NoteInlineRead(n, valid);
+  bytes_read_.fetch_add(valid, std::memory_order_relaxed);
+  fills_.fetch_add(1, std::memory_order_relaxed);
+  c.blocks_read.fetch_add(n, std::memory_order_relaxed);
+  PublishFilled(block, entry, cb, write && writable_, tid);
+  return true;
 }
 
 void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool write, pid_t tid,
@@ -416,10 +511,6 @@ Mapping::Stream* Mapping::FindStream(uint64_t block) const {
     if (block >= next && block <= std::max(next, ahead)) return const_cast<Stream*>(&t);
   }
   return nullptr;
-}
-
-bool Mapping::ContinuesStream(uint64_t block) const {
-  return rt_->prefetch_blocks() > 0 && FindStream(block) != nullptr;
 }
 
 bool Mapping::MaybePrefetch(uint64_t block) {

@@ -184,9 +184,10 @@ class Mapping final : public io::IoFileClient {
   MissLock LockMissing(uint64_t block, size_t valid, uint32_t* cb, CacheEntryTable::Entry* e);
   // Signal mode: sleeps until the queued fill of `block` has completed or failed.
   void WaitWhileFilling(uint64_t block);
-  // Reads block `block` from the file into buf (aligned, block_size bytes): O_DIRECT where
-  // possible, zeros past what the file holds.
-  absl::Status ReadBlock(uint64_t block, char* buf, size_t valid);
+  // Reads `count` blocks from `block` on from the file into buf (aligned, count blocks),
+  // `valid` bytes of them inside the file: O_DIRECT where possible, zeros past what the
+  // file holds.
+  absl::Status ReadBlock(uint64_t block, char* buf, size_t valid, uint32_t count = 1);
   // Installs one block from buf (padded with zeros to the page); poisons pages past end of
   // file. Returns 0 or the errno.
   int InstallBlock(uint64_t block, char* buf, size_t valid, bool writable_now);
@@ -194,6 +195,17 @@ class Mapping final : public io::IoFileClient {
   void PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool dirty, pid_t tid);
   // Signal mode, the common miss: read and install in the faulting thread.
   void FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid);
+  struct Stream;  // a sequential stream (below)
+  // Signal mode, the second miss of stream `s` (its start): reads the block and the stream's
+  // first read-ahead window in one read and installs them, in the faulting thread, instead
+  // of a round trip through the I/O channels. False (nothing done, entry still locked) when
+  // no run buffer is free.
+  bool FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+                     Stream* s);
+  // Locks up to `max` - 1 missing blocks after `block` that can be read with it, each with
+  // a cache block (no waiting): their entries into entries[1..], cache blocks into cbs[1..].
+  // Returns how many blocks the run has, `block` included.
+  uint32_t LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs);
   // A miss on a block whose evicted version is in a shadow buffer or staged in the journal.
   void ServeEvicted(uint64_t block, CacheEntryTable::Entry e, uint32_t cb, bool write,
                     pid_t tid, char* staging);
@@ -201,8 +213,6 @@ class Mapping final : public io::IoFileClient {
   // a stream (fault path: no allocation, no waiting for cache blocks).
   // Returns true when the miss continues a stream.
   bool MaybePrefetch(uint64_t block);
-  // True when a miss of `block` would continue a known stream (no side effects).
-  bool ContinuesStream(uint64_t block) const;
   // Queues a fill of `block` into cache block `cb` (entry locked by the caller, who passes
   // its value; the entry is unlocked here).
   void QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,

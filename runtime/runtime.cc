@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -56,6 +57,18 @@ void AddIoFigures(io::IoManager& manager, umap_stats* s) {
 // Initial-exec TLS: it is read inside the SIGBUS handler, where a first access to lazily
 // allocated TLS (a dlopen'ed library's) could call malloc.
 __attribute__((tls_model("initial-exec"))) thread_local int t_channel = -1;
+
+// The calling thread's id for signal-mode faults, read once per thread instead of one
+// gettid(2) per miss (same TLS model, for the same reason). A fork() child's only thread
+// inherits its parent's value: the child handler below forgets it.
+__attribute__((tls_model("initial-exec"))) thread_local pid_t t_tid = 0;
+void ForgetTidInChild() { t_tid = 0; }
+pid_t CurrentTid() {
+  if (t_tid == 0) [[unlikely]] {
+    t_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  }
+  return t_tid;
+}
 
 }  // namespace
 
@@ -116,6 +129,25 @@ absl::Status Runtime::Start() {
     }
     staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
     for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
+    static std::once_flag atfork;
+    std::call_once(atfork, [] {
+      if (int err = ::pthread_atfork(nullptr, nullptr, ForgetTidInChild)) {
+        // Only a fork() child that faults on a runtime of its own would notice: its
+        // references would be kept under its parent's thread id until reclaimed as dead.
+        UMAP_LOG(kWarn, "pthread_atfork failed (errno ", err, "); thread ids of forked "
+                        "children's faults may be their parent's");
+      }
+    });
+    // Run buffers (the start of a sequential stream is read with its first read-ahead
+    // window). Without them every stream goes through the I/O channels.
+    if (kRunBytes / geo_.block_size >= 2) {
+      run_arena_ = MapBuffer(size_t{kRunBuffers} * kRunBytes);
+      if (run_arena_ != nullptr) {
+        run_blocks_ = static_cast<uint32_t>(kRunBytes / geo_.block_size);
+        run_free_ = std::make_unique<IndexStack>(kRunBuffers);
+        for (uint32_t i = 0; i < kRunBuffers; ++i) run_free_->Push(i);
+      }
+    }
   }
   // Every runtime is known to the signal dispatcher: signal mode resolves its faults there,
   // and in both modes a thread touching a quiesced mapping waits there (fault_signal.h).
@@ -241,6 +273,7 @@ Runtime::~Runtime() {
   // Threads parked on a quiesced range retry their access, which now finds it unmapped.
   if (!running) WakeParkedThreads();
   if (signal_mode_) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
+  if (signal_mode_) UnmapBuffer(run_arena_, size_t{kRunBuffers} * kRunBytes);
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr && !journal_->suspended()) {
     std::string dir = journal_->dir();
@@ -429,7 +462,7 @@ bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
     Mapping* m = FindMapping(addr);
     if (m == nullptr) return false;
     // A quiesce waits for every resolution that started before it (WaitForHandlers).
-    if (state() == RuntimeState::kRunning) return m->ResolveFault(addr, write, ::gettid());
+    if (state() == RuntimeState::kRunning) return m->ResolveFault(addr, write, CurrentTid());
   }
   // Quiescing: wait outside the read section (the quiesce waits for sections, not for
   // parked threads), then retry the access, which faults again in whatever state is next.
@@ -497,6 +530,16 @@ absl::Status Runtime::EnterOperation(bool fenced_ok) {
 void Runtime::LeaveOperation() {
   absl::MutexLock l(&gate_mu_);
   --operations_;
+}
+
+char* Runtime::TryAcquireRunBuffer() {
+  if (run_free_ == nullptr) return nullptr;
+  const uint32_t i = run_free_->Pop();
+  return i == IndexStack::kEmpty ? nullptr : run_arena_ + size_t{i} * kRunBytes;
+}
+
+void Runtime::ReleaseRunBuffer(char* buf) {
+  run_free_->Push(static_cast<uint32_t>((buf - run_arena_) / kRunBytes));
 }
 
 absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,

@@ -142,6 +142,12 @@ class Runtime {
   // (signal mode): lock-free; waits (sleeping) only when every buffer is in use.
   char* AcquireStaging();
   void ReleaseStaging(char* buf);
+  // Run buffers (signal mode): room for run_blocks() consecutive blocks, for a faulting
+  // thread that reads its block together with the blocks after it. Lock-free; null when
+  // every one is in use or there are none (blocks too large for a run).
+  char* TryAcquireRunBuffer();
+  void ReleaseRunBuffer(char* buf);
+  uint32_t run_blocks() const { return run_blocks_; }
 
   // --- observers (the stats publisher) ---
   // Runs fn inside a read section of the mappings' SRCU, so no mapping can be freed until
@@ -277,6 +283,13 @@ class Runtime {
   static constexpr uint32_t kStagingBuffers = 64;
   char* staging_arena_ = nullptr;
   std::unique_ptr<IndexStack> staging_free_;
+  // Run buffers: kRunBuffers of kRunBytes (run_blocks_ blocks; 0 when a block is too large
+  // for a run of two).
+  static constexpr uint32_t kRunBuffers = 16;
+  static constexpr size_t kRunBytes = size_t{64} << 10;
+  uint32_t run_blocks_ = 0;
+  char* run_arena_ = nullptr;
+  std::unique_ptr<IndexStack> run_free_;
 
   std::unique_ptr<StatsPublisher> stats_;  // stopped first at destruction
 

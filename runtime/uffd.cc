@@ -80,7 +80,9 @@ absl::StatusOr<std::unique_ptr<Uffd>> Uffd::Open(bool sigbus) {
     int fd = NewUffd(access);
     if (fd < 0) {
       open_err = -fd;
-      if (open_err == ENOSYS) break;  // no userfaultfd in this kernel at all
+      // ENOSYS from the system call is not the last word: a seccomp filter (or a tool that
+      // runs the program, such as valgrind) can hide userfaultfd(2) while the device works.
+      if (open_err == ENOSYS && access == UffdAccess::kDevice) break;
       continue;
     }
     // Ask for everything we can use; drop the optional POISON if the kernel refuses it (the

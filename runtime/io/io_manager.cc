@@ -483,12 +483,13 @@ void IoManager::Kick() {
   if (own_drivers_.load(std::memory_order_acquire)) WakeChannels();
 }
 
-void IoManager::NoteInlineRead(size_t bytes) {
+void IoManager::NoteInlineRead(uint32_t blocks, size_t bytes) {
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
   counters_.inline_reads.fetch_add(1, std::memory_order_relaxed);
-  counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+  counters_.blocks.fetch_add(blocks, std::memory_order_relaxed);
   counters_.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  counters_.size_hist[SizeBucket(options_.block_size)].fetch_add(1, std::memory_order_relaxed);
+  counters_.size_hist[SizeBucket(size_t{blocks} * options_.block_size)].fetch_add(
+      1, std::memory_order_relaxed);
 }
 
 template <int N>
