@@ -80,6 +80,14 @@ struct JournalOptions {
   // one when a writable reopen fails, so that staged and committed block images stay
   // readable (a failed read is a SIGBUS) until a writable reopen succeeds.
   bool read_only = false;
+  // No background compaction while this Journal is open (memtable flushes still run). For
+  // a recovery run, which deletes the backlog it reads: compacting it meanwhile only
+  // rewrites records about to die, competing with the replay for the disk and the CPU.
+  // The next open compacts.
+  bool defer_compaction = false;
+  // Table files are read through mmap (RocksDB's allow_mmap_reads) instead of pread into
+  // buffers: a recovery run streams the whole backlog once, and every copy of it costs.
+  bool mmap_reads = false;
 };
 
 using MappingInfo = MappingRecord;
