@@ -243,7 +243,6 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   rocksdb::DB* db = nullptr;
   rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
   db_options.disable_auto_compactions = options.defer_compaction;
-  db_options.allow_mmap_reads = options.mmap_reads;
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
   if (!s.ok()) {

@@ -85,9 +85,6 @@ struct JournalOptions {
   // rewrites records about to die, competing with the replay for the disk and the CPU.
   // The next open compacts.
   bool defer_compaction = false;
-  // Table files are read through mmap (RocksDB's allow_mmap_reads) instead of pread into
-  // buffers: a recovery run streams the whole backlog once, and every copy of it costs.
-  bool mmap_reads = false;
 };
 
 using MappingInfo = MappingRecord;

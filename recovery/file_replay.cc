@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/crash_point.h"
 #include "base/crc32c.h"
+#include "base/log.h"
+#include "base/posix_error.h"
 #include "base/mutation.h"
 #include "base/status_macros.h"
 #include "recovery/block_reader.h"
@@ -22,6 +24,10 @@ FileReplay::FileReplay(const Context& context, FileGroup* g) : context_(context)
   std::iota(by_cover_.begin(), by_cover_.end(), 0);
   std::stable_sort(by_cover_.begin(), by_cover_.end(),
                    [&](uint64_t a, uint64_t b) { return txns[a].cover < txns[b].cover; });
+  if (writing()) {
+    absl::StatusOr<std::unique_ptr<File>> direct = g->file->OpenDirectWriter();
+    if (direct.ok()) direct_ = *std::move(direct);  // else every write is buffered
+  }
 }
 
 absl::Status FileReplay::Run() {
@@ -79,13 +85,11 @@ absl::Status FileReplay::Write(const ImageBatch& b) {
     }
   }
   pieces.resize(out + 1);
+  const uint64_t first_offset = pieces.front().offset;
+  const uint64_t end_offset = pieces.back().offset + pieces.back().len;
 
   const uint64_t t0 = context_.env->NowMicros();
-  absl::Status s = context_.engine->Write(g_->file.get(), pieces, [] {
-    // A kill here leaves some images of committed transactions written and others not:
-    // nothing is marked until the fdatasync after them, so the next run writes them again.
-    UMAP_CRASH_POINT("recovery.mid_replay");
-  });
+  absl::Status s = WritePieces(std::move(pieces));
   context_.counters->write_us.fetch_add(context_.env->NowMicros() - t0,
                                         std::memory_order_relaxed);
   if (!s.ok()) {
@@ -98,8 +102,7 @@ absl::Status FileReplay::Write(const ImageBatch& b) {
                                          last_lsn == first_lsn ? "" : absl::StrCat("..", last_lsn),
                                          " (mapping ", ReportOf(first.txn).mapping.id, ", ",
                                          b.pieces.size(), " blocks from offset ",
-                                         pieces.front().offset, " to ",
-                                         pieces.back().offset + pieces.back().len, ") into ",
+                                         first_offset, " to ", end_offset, ") into ",
                                          g_->path, ": ", s.message(),
                                          "; the journal keeps the transactions; safe to rerun")));
     return s;
@@ -114,6 +117,35 @@ absl::Status FileReplay::Write(const ImageBatch& b) {
     written_.insert(written_.end(), b.pieces.begin(), b.pieces.end());
   }
   return absl::OkStatus();
+}
+
+absl::Status FileReplay::WritePieces(std::vector<WritePiece> pieces) {
+  auto before_each = [] {
+    // A kill here leaves some images of committed transactions written and others not:
+    // nothing is marked until the fdatasync after them, so the next run writes them again.
+    UMAP_CRASH_POINT("recovery.mid_replay");
+  };
+  std::vector<WritePiece> buffered;
+  if (direct_ != nullptr) {
+    constexpr uint64_t kPage = 4096;
+    std::vector<WritePiece> direct;
+    for (const WritePiece& p : pieces) {
+      const bool aligned = p.offset % kPage == 0 && p.len % kPage == 0 &&
+                           reinterpret_cast<uintptr_t>(p.data) % kPage == 0;
+      (aligned ? direct : buffered).push_back(p);
+    }
+    absl::Status s = context_.engine->Write(direct_.get(), direct, before_each);
+    if (ErrnoFromStatus(s) != EINVAL) {
+      if (buffered.empty() || !s.ok()) return s;
+      return context_.engine->Write(g_->file.get(), buffered, before_each);
+    }
+    // The file system takes no direct writes of this shape: all through the page cache,
+    // now and for the rest of this file (rewriting what did land is harmless).
+    UMAP_LOG(kInfo, g_->path, ": direct writes refused (", s.message(),
+             "); writing through the page cache");
+    direct_.reset();
+  }
+  return context_.engine->Write(g_->file.get(), pieces, before_each);
 }
 
 absl::Status FileReplay::Checkpoint(uint64_t txns_done) {

@@ -2,7 +2,10 @@
 // from an ImagePrefetcher in plan order, a buffer at a time; each buffer goes to the file
 // through the WriteEngine (base/write_engine.h: adjacent images as one write, several writes
 // in flight, each with a deadline), and every checkpoint_bytes the file is fdatasync'ed and
-// the transactions whose newest images are all written are marked applied. In the check
+// the transactions whose newest images are all written are marked applied. Writes that are
+// whole 4 KiB pages go through the file's O_DIRECT handle when it has one (no copy into the
+// page cache, no write-back at the fdatasync: a disk's own sequential write), the rest
+// (a short last block, blocks smaller than a page) through the page cache. In the check
 // modes (dry run, verify) the images are read and checked and nothing is written.
 //
 // Errors are recorded in the reports of the file's mappings (Refuse) and returned:
@@ -54,6 +57,10 @@ class FileReplay {
  private:
   bool writing() const { return context_.options->mode == Mode::kReplay; }
   absl::Status Write(const ImageBatch& b);
+  // Writes `pieces` (sorted, not overlapping) through the O_DIRECT handle those that are
+  // whole aligned pages, the rest through the file; falls back to the file for good when
+  // the file system refuses a direct write (EINVAL).
+  absl::Status WritePieces(std::vector<WritePiece> pieces);
   // fdatasync (when anything was written since the last one), read-back, then MarkApplied
   // of the transactions whose newest images lie in plan transactions [0, txns_done).
   absl::Status Checkpoint(uint64_t txns_done);
@@ -69,6 +76,7 @@ class FileReplay {
   FileGroup* const g_;
   std::vector<uint64_t> by_cover_;  // plan transactions, in the order they become markable
   size_t marked_ = 0;               // by_cover_[0, marked_) are marked applied
+  std::unique_ptr<File> direct_;    // g_->file's O_DIRECT write handle, if it has one
   bool unsynced_ = false;           // written since the last fdatasync
   std::vector<ImageBatch::Piece> written_;  // since the last fdatasync (verify_after_replay)
 };

@@ -203,7 +203,6 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
   jo.keep_staged = true;
   // This run reads and then deletes the backlog: compacting it meanwhile is wasted work.
   jo.defer_compaction = true;
-  jo.mmap_reads = true;
   uint64_t t0 = env->NowMicros();
   ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(jo));
   const uint64_t open_us = env->NowMicros() - t0;

@@ -15,6 +15,7 @@
 #include "journal/journal.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
+#include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "umap/env.h"
 
@@ -126,8 +127,12 @@ bool BuildOneTransaction(const BacklogSpec& spec) {
   // The journal is fresh: its first transaction is LSN 1, of mapping 1.
   constexpr uint64_t kLsn = 1;
   rocksdb::DB* raw = nullptr;
+  // The journal's own table layout (journal/journal.cc): uncompressed, 64 KiB blocks.
   rocksdb::Options o;
   o.compression = rocksdb::kNoCompression;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_size = 64 << 10;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   rocksdb::Status s = rocksdb::DB::Open(o, spec.journal_dir, &raw);
   if (!s.ok()) {
     std::fprintf(stderr, "open %s: %s\n", spec.journal_dir.c_str(), s.ToString().c_str());
