@@ -778,8 +778,13 @@ std::vector<std::pair<uint64_t, Journal::PendingTxn>> Journal::TakeDeletableLock
   };
   std::vector<std::pair<uint64_t, PendingTxn>> out;
   absl::flat_hash_set<FileBlock> kept_blocks;
-  for (auto it = pending_.begin(); it != pending_.end();) {
+  // Past the newest applied transaction nothing can be deleted: the walk stops there, so
+  // marking a prefix of a long backlog (recovery's checkpoints) does not hash the blocks of
+  // everything after it.
+  uint64_t applied_ahead = pending_.size() - unapplied_;
+  for (auto it = pending_.begin(); it != pending_.end() && applied_ahead > 0;) {
     const PendingTxn& t = it->second;
+    if (t.applied) --applied_ahead;
     bool keep = !t.applied || std::any_of(t.blocks.begin(), t.blocks.end(), [&](uint64_t b) {
       return kept_blocks.contains(key(t.mapping_id, b));
     });

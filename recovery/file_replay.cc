@@ -33,6 +33,7 @@ FileReplay::FileReplay(const Context& context, FileGroup* g) : context_(context)
 absl::Status FileReplay::Run() {
   ImagePrefetcher::Options po;
   po.batch_bytes = context_.batch_bytes;
+  po.readers = context_.options->read_threads;
   po.readahead_bytes = context_.options->readahead_bytes;
   ImagePrefetcher prefetcher(*context_.journal, g_->plan, context_.env, po);
   absl::Cleanup count_reads = [&] {

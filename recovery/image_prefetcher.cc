@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 #include <utility>
 
 namespace umap::recovery {
@@ -10,22 +9,27 @@ namespace umap::recovery {
 ImagePrefetcher::ImagePrefetcher(journal::Journal& journal, const ReplayPlan& plan, Env* env,
                                  const Options& options)
     : plan_(plan), env_(env), options_(options) {
-  journal::PendingReaderOptions ro;
-  ro.readahead_bytes = options.readahead_bytes;
-  reader_ = journal.NewPendingReader(ro);
   uint64_t largest = 1;
   for (const PlanEntry& e : plan.entries()) largest = std::max<uint64_t>(largest, e.length);
   constexpr size_t kAlign = ImageBatch::kAlign;
   const size_t capacity =
       (std::max<size_t>(options.batch_bytes, largest) + kAlign - 1) / kAlign * kAlign;
-  for (size_t i = 0; i < std::max<size_t>(2, options.batches); ++i) {
+  CutSegments(capacity);
+  const size_t readers = std::clamp<size_t>(options.readers, 1, segments_.size());
+  for (size_t i = 0; i < readers + 1; ++i) {
     auto b = std::make_unique<ImageBatch>();
     b->buffer.reset(static_cast<char*>(::operator new(capacity, std::align_val_t{kAlign})));
     b->capacity = capacity;
     free_.push_back(b.get());
     batches_.push_back(std::move(b));
   }
-  thread_ = std::thread([this] { Loop(); });
+  ready_.assign(segments_.size(), nullptr);
+  journal::PendingReaderOptions ro;
+  ro.readahead_bytes = options.readahead_bytes;
+  for (size_t j = 0; j < readers; ++j) readers_.push_back(journal.NewPendingReader(ro));
+  for (size_t j = 0; j < readers; ++j) {
+    threads_.emplace_back([this, j] { Read(j, readers_[j].get()); });
+  }
 }
 
 ImagePrefetcher::~ImagePrefetcher() {
@@ -33,15 +37,45 @@ ImagePrefetcher::~ImagePrefetcher() {
     absl::MutexLock l(&mu_);
     stop_ = true;
   }
-  thread_.join();
+  for (std::thread& t : threads_) t.join();
+}
+
+void ImagePrefetcher::CutSegments(size_t capacity) {
+  // Each segment holds at most `capacity` bytes of images. With mappings of different block
+  // sizes in one file, two block ranges may overlap without being equal: a segment then
+  // never spans two transactions, so that the writes of one batch never overlap (they are
+  // issued together) and batches, written one after the other, keep the LSN order.
+  const std::vector<PlanTxn>& txns = plan_.txns();
+  segments_.assign(1, Segment{});
+  uint64_t bytes = 0;
+  auto cut = [&](uint64_t t, uint64_t k) {
+    segments_.back().txns_done = t;
+    segments_.push_back({t, k, 0});
+    bytes = 0;
+  };
+  for (uint64_t t = 0; t < txns.size(); ++t) {
+    if (plan_.mixed_block_sizes() && bytes > 0) cut(t, 0);
+    const PlanTxn& pt = txns[t];
+    if (pt.contents != journal::Contents::kData) continue;
+    for (uint64_t k = 0; k < pt.entries; ++k) {
+      if (!plan_.newest(pt.first_entry + k)) continue;
+      const uint32_t length = plan_.entries()[pt.first_entry + k].length;
+      if (bytes > 0 && bytes + length > capacity) cut(t, k);
+      bytes += length;
+    }
+  }
+  segments_.back().txns_done = txns.size();
 }
 
 ImageBatch* ImagePrefetcher::Next() {
   absl::MutexLock l(&mu_);
   mu_.Await(absl::Condition(
-      +[](std::deque<ImageBatch*>* q) { return !q->empty(); }, &ready_));
-  ImageBatch* b = ready_.front();
-  ready_.pop_front();
+      +[](ImagePrefetcher* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+        return p->ready_[p->next_out_] != nullptr;
+      },
+      this));
+  ImageBatch* b = ready_[next_out_];
+  ready_[next_out_++] = nullptr;
   return b;
 }
 
@@ -50,75 +84,65 @@ void ImagePrefetcher::Done(ImageBatch* batch) {
   free_.push_back(batch);
 }
 
-void ImagePrefetcher::Loop() {
-  while (true) {
+void ImagePrefetcher::Read(size_t first_segment, journal::PendingReader* reader) {
+  const size_t stride = readers_.size();
+  for (size_t s = first_segment; s < segments_.size(); s += stride) {
     ImageBatch* b;
     {
+      // Buffers go to segments in order: the segment Next() waits for always gets one.
       absl::MutexLock l(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ImagePrefetcher* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stop_ || !p->free_.empty();
-          },
-          this));
+      auto my_turn = [this, s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || (next_buffer_ == s && !free_.empty());
+      };
+      mu_.Await(absl::Condition(&my_turn));
       if (stop_) return;
       b = free_.front();
       free_.pop_front();
+      ++next_buffer_;
     }
     const uint64_t t0 = env_->NowMicros();
-    const bool more = Fill(*reader_, b);
+    Fill(s, *reader, b);
     busy_micros_.fetch_add(env_->NowMicros() - t0, std::memory_order_relaxed);
     absl::MutexLock l(&mu_);
-    ready_.push_back(b);
-    if (!more) return;
+    ready_[s] = b;
+    if (!b->error.ok()) return;  // the stream ends here; later segments are not needed
   }
 }
 
-bool ImagePrefetcher::Fill(journal::PendingReader& reader, ImageBatch* b) {
+void ImagePrefetcher::Fill(size_t s, journal::PendingReader& reader, ImageBatch* b) {
   b->pieces.clear();
   b->bytes = 0;
-  b->last = false;
   b->error = absl::OkStatus();
   const std::vector<PlanTxn>& txns = plan_.txns();
-  const std::vector<PlanEntry>& entries = plan_.entries();
-  for (; txn_ < txns.size(); ++txn_, entry_ = 0) {
-    const PlanTxn& t = txns[txn_];
-    if (t.contents == journal::Contents::kData) {
-      for (; entry_ < t.entries; ++entry_) {
-        const uint64_t e = t.first_entry + entry_;
-        if (!plan_.newest(e)) continue;
-        const PlanEntry& pe = entries[e];
-        if (b->bytes + pe.length > b->capacity) {
-          b->txns_done = txn_;
-          return true;  // full: this transaction goes on in the next batch
-        }
-        absl::StatusOr<absl::string_view> image =
-            reader.ReadImage(t.lsn, journal::TxnBlock{pe.block, pe.length, pe.crc});
-        if (!image.ok()) {
-          b->error = image.status();
-          b->error_txn = txn_;
-          b->txns_done = txn_;
-          b->last = true;
-          return false;
-        }
-        std::memcpy(b->buffer.get() + b->bytes, image->data(), image->size());
-        b->pieces.push_back({plan_.OffsetOf(t, pe), b->bytes, txn_, pe.length, pe.crc});
-        b->bytes += pe.length;
+  const Segment& seg = segments_[s];
+  const bool final = s + 1 == segments_.size();
+  // The segment ends where the next one starts: before entry `end_entry` of `end_txn`.
+  const uint64_t end_txn = final ? txns.size() : segments_[s + 1].txn;
+  const uint64_t end_entry = final ? 0 : segments_[s + 1].entry;
+  for (uint64_t t = seg.txn; t < end_txn || (t == end_txn && end_entry > 0); ++t) {
+    const PlanTxn& pt = txns[t];
+    if (pt.contents != journal::Contents::kData) continue;
+    const uint64_t to = t == end_txn ? end_entry : pt.entries;
+    for (uint64_t k = t == seg.txn ? seg.entry : 0; k < to; ++k) {
+      const uint64_t e = pt.first_entry + k;
+      if (!plan_.newest(e)) continue;
+      const PlanEntry& pe = plan_.entries()[e];
+      absl::StatusOr<absl::string_view> image =
+          reader.ReadImage(pt.lsn, journal::TxnBlock{pe.block, pe.length, pe.crc});
+      if (!image.ok()) {
+        b->error = image.status();
+        b->error_txn = t;
+        b->txns_done = t;
+        b->last = true;
+        return;
       }
-    }
-    // With mappings of different block sizes in one file, two block ranges may overlap
-    // without being equal: a batch then never spans two transactions, so that the writes
-    // of one batch never overlap and batches keep the LSN order.
-    if (plan_.mixed_block_sizes() && !b->pieces.empty()) {
-      ++txn_;
-      entry_ = 0;
-      b->txns_done = txn_;
-      b->last = txn_ == txns.size();
-      return !b->last;
+      std::memcpy(b->buffer.get() + b->bytes, image->data(), image->size());
+      b->pieces.push_back({plan_.OffsetOf(pt, pe), b->bytes, t, pe.length, pe.crc});
+      b->bytes += pe.length;
     }
   }
-  b->txns_done = txns.size();
-  b->last = true;
-  return false;
+  b->txns_done = seg.txns_done;
+  b->last = final;
 }
 
 }  // namespace umap::recovery

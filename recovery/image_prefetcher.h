@@ -1,21 +1,27 @@
-// ImagePrefetcher: the one read-ahead of recovery. On a thread of its own it streams, in plan
-// order (LSN order, block order), the images a file's replay writes, the newest data-mode
-// version of each block range, out of the journal (journal/pending_reader.h: one ordered
-// pass, every image checked against its CRC as it is read) into a few fixed buffers. The
-// replay writes one buffer while the next fills, so reading the backlog overlaps writing it,
-// and memory stays at `batches` x `batch_bytes` whatever the size of a transaction.
+// ImagePrefetcher: the one read-ahead of recovery. It streams, in plan order (LSN order,
+// block order), the images a file's replay writes, the newest data-mode version of each
+// block range, out of the journal (journal/pending_reader.h: ordered passes, every image
+// checked against its CRC as it is read) into a few fixed buffers. The replay writes one
+// buffer while the next ones fill, so reading the backlog overlaps writing it, and memory
+// stays at `buffers` x `batch_bytes` whatever the size of a transaction.
+//
+// The plan is cut up front into segments of at most one buffer (the image lengths are in
+// the headers), and `readers` threads read alternate segments, each with a reader of its
+// own, so that copying and checking the images is not bound to one core. Buffers go to
+// segments in segment order and batches come out of Next() in segment order: the stream
+// the caller sees is the plan order, whatever the number of readers.
 //
 // Thread safety: Next() and Done() from one consumer thread. The destructor stops the
-// reading thread and waits for it.
+// reading threads and waits for them.
 #ifndef UMAP_RECOVERY_IMAGE_PREFETCHER_H_
 #define UMAP_RECOVERY_IMAGE_PREFETCHER_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <new>
 #include <deque>
 #include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -43,7 +49,7 @@ struct ImageBatch {
   uint64_t txns_done = 0;
   bool last = false;  // no batch follows
   // Reading stopped at an image of plan transaction `error_txn`: the batch holds the images
-  // before it; kDataLoss for a damaged record.
+  // before it; kDataLoss for a damaged record. No batch follows.
   absl::Status error;
   uint64_t error_txn = 0;
 
@@ -61,7 +67,7 @@ class ImagePrefetcher {
  public:
   struct Options {
     size_t batch_bytes = 16 << 20;  // each buffer; raised to the plan's largest image
-    size_t batches = 3;             // buffers: reading runs up to batches - 1 ahead
+    size_t readers = 2;             // reading threads; buffers = readers + 1
     size_t readahead_bytes = 4 << 20;
   };
 
@@ -76,28 +82,36 @@ class ImagePrefetcher {
   ImageBatch* Next();
   // Gives a batch from Next() back; its buffer is filled again.
   void Done(ImageBatch* batch);
-  // Time the reading thread spent reading and copying (not waiting for a free buffer).
+  // Time the reading threads spent reading and copying (not waiting for a buffer), summed.
   uint64_t busy_micros() const { return busy_micros_.load(std::memory_order_relaxed); }
 
  private:
-  void Loop();
-  // Fills `b` from the current position; returns false when the stream has ended.
-  bool Fill(journal::PendingReader& reader, ImageBatch* b);
+  // Where a segment starts in the plan (entry `entry` of transaction `txn`), what it holds,
+  // and what the batch made of it reports.
+  struct Segment {
+    uint64_t txn = 0, entry = 0;
+    uint64_t txns_done = 0;
+  };
+  void CutSegments(size_t capacity);
+  void Read(size_t first_segment, journal::PendingReader* reader);
+  // Fills `b` with segment `s`.
+  void Fill(size_t s, journal::PendingReader& reader, ImageBatch* b);
 
   const ReplayPlan& plan_;
   Env* const env_;
   const Options options_;
-  std::unique_ptr<journal::PendingReader> reader_;
+  std::vector<Segment> segments_;  // const once the threads run
+  std::vector<std::unique_ptr<journal::PendingReader>> readers_;
   std::vector<std::unique_ptr<ImageBatch>> batches_;
   std::atomic<uint64_t> busy_micros_{0};
-  // Reading thread only: the next entry to stream.
-  uint64_t txn_ = 0, entry_ = 0;
 
   absl::Mutex mu_;
   std::deque<ImageBatch*> free_ ABSL_GUARDED_BY(mu_);
-  std::deque<ImageBatch*> ready_ ABSL_GUARDED_BY(mu_);
+  std::vector<ImageBatch*> ready_ ABSL_GUARDED_BY(mu_);  // by segment
+  size_t next_buffer_ ABSL_GUARDED_BY(mu_) = 0;  // the segment that gets the next buffer
+  size_t next_out_ ABSL_GUARDED_BY(mu_) = 0;     // the segment Next() returns next
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: started once everything above exists
+  std::vector<std::thread> threads_;  // last: started once everything above exists
 };
 
 }  // namespace umap::recovery

@@ -192,7 +192,8 @@ void Recoverer::PlanGroup(FileGroup* g) {
 void Recoverer::ProcessGroups(const std::vector<std::unique_ptr<FileGroup>>& groups) {
   if (groups.empty()) return;
   const size_t workers = std::clamp<size_t>(options_.parallel_files, 1, groups.size());
-  batch_bytes_ = std::max<uint64_t>(1 << 20, options_.buffer_bytes / (3 * workers));
+  const size_t buffers = std::max<size_t>(1, options_.read_threads) + 1;
+  batch_bytes_ = std::max<uint64_t>(1 << 20, options_.buffer_bytes / (buffers * workers));
   if (options_.checkpoint_bytes != 0) {
     // A checkpoint falls between two buffers: no buffer is larger than the interval (the
     // prefetcher still makes room for its largest image).

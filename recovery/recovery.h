@@ -138,10 +138,13 @@ struct RecoverOptions {
   // A run killed between two checkpoints writes at most this much again.
   uint64_t checkpoint_bytes = 256ull << 20;
   // Memory for images on their way from the journal to the files, all files together
-  // (three buffers per file replayed at once; each holds at least the largest block image).
+  // (read_threads + 1 buffers per file replayed at once; each holds at least the largest
+  // block image).
   uint64_t buffer_bytes = 64ull << 20;
-  // Files (groups of mappings of one file) replayed at the same time.
+  // Files (groups of mappings of one file) replayed at the same time, and threads reading
+  // (and copying and checking) each one's images.
   size_t parallel_files = 4;
+  size_t read_threads = 2;
   // What the journal reader reads ahead of the image it copies (per file).
   uint64_t readahead_bytes = 4ull << 20;
   // The write path: null = an engine of recovery's own with the settings below (io_uring,

@@ -49,7 +49,7 @@ int Main(int argc, char** argv) {
   uint64_t buffer_mib = defaults.buffer_bytes >> 20, io_max_kib = defaults.io_max_bytes >> 10;
   uint64_t io_timeout_ms = defaults.io_timeout_ms;
   unsigned io_depth = defaults.io_depth;
-  size_t parallel_files = defaults.parallel_files;
+  size_t parallel_files = defaults.parallel_files, read_threads = defaults.read_threads;
 
   app.add_option("-j,--journal", journal_dir, "The journal directory (umap_config.journal_dir)")
       ->required()
@@ -72,6 +72,10 @@ int Main(int argc, char** argv) {
       ->type_name("N")
       ->capture_default_str();
   app.add_option("--parallel-files", parallel_files, "Files replayed at the same time")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--read-threads", read_threads,
+                 "Threads reading (copying, checking) the images of each file")
       ->type_name("N")
       ->capture_default_str();
   app.add_option("--buffer-mib", buffer_mib,
@@ -127,6 +131,7 @@ int Main(int argc, char** argv) {
   o.verify_after_replay = verify_after;
   o.checkpoint_bytes = checkpoint_mib << 20;
   o.parallel_files = parallel_files;
+  o.read_threads = read_threads;
   o.buffer_bytes = buffer_mib << 20;
   o.io_depth = io_depth;
   o.io_max_bytes = io_max_kib << 10;
