@@ -78,11 +78,18 @@ class PosixFile final : public File {
   const std::string& name() const override { return name_; }
 
   absl::StatusOr<std::unique_ptr<File>> OpenDirectReader() override {
-    // Through /proc/self/fd, so the same file is opened even if its path was renamed or
-    // unlinked since; the new descriptor has its own O_DIRECT status flag.
+    return OpenDirect(O_RDONLY);
+  }
+  absl::StatusOr<std::unique_ptr<File>> OpenDirectWriter() override {
+    return OpenDirect(O_WRONLY);
+  }
+
+  // Through /proc/self/fd, so the same file is opened even if its path was renamed or
+  // unlinked since; the new descriptor has its own O_DIRECT status flag.
+  absl::StatusOr<std::unique_ptr<File>> OpenDirect(int access) {
     char link[64];
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd_);
-    int fd = ::open(link, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    int fd = ::open(link, access | O_DIRECT | O_CLOEXEC);
     if (fd < 0) return PosixError(errno, absl::StrCat("open O_DIRECT ", name_));
     return std::unique_ptr<File>(new PosixFile(fd, name_));
   }

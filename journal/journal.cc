@@ -19,6 +19,7 @@
 #include "base/status_macros.h"
 #include "journal/fenced_fs.h"
 #include "journal/lock_holder.h"
+#include "journal/pending_reader.h"
 #include "journal/rocksdb_status.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
@@ -28,6 +29,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/snapshot.h"
 #include "rocksdb/statistics.h"
+#include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 
 namespace umap::journal {
@@ -37,6 +39,12 @@ rocksdb::Slice ToSlice(absl::string_view s) { return rocksdb::Slice(s.data(), s.
 absl::string_view ToView(const rocksdb::Slice& s) { return absl::string_view(s.data(), s.size()); }
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Transactions of at least this many blocks have their payloads deleted with one range
+// deletion. Smaller ones keep point deletions: every range tombstone in a memtable makes
+// RocksDB rebuild its fragmented tombstone list at the next read, and small transactions
+// (the runtime's evictions) are many.
+constexpr size_t kRangeDeleteBlocks = 64;
 
 // Directories that a Journal of this process has open, by (device, inode). RocksDB refuses a
 // second open in the same process too, but we must know it before probing the LOCK file:
@@ -114,6 +122,13 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   o.allow_fallocate = false;
   // Block images rarely compress well, and every byte costs CPU on the commit path.
   o.compression = rocksdb::kNoCompression;
+  // Records are block images of 4 KiB and more: with RocksDB's default 4 KiB table blocks
+  // each record is a block of its own, and streaming a backlog (recovery) pays a block
+  // fetch, checksum and cache lookup per image. 64 KiB blocks hold a dozen; a point read
+  // (a staged block) reads 64 KiB instead of 4 KiB, from the page cache as a rule.
+  rocksdb::BlockBasedTableOptions table;
+  table.block_size = 64 << 10;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   return o;
 }
 
@@ -242,7 +257,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
 
   rocksdb::DB* db = nullptr;
-  const rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  db_options.disable_auto_compactions = options.defer_compaction;
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
   if (!s.ok()) {
@@ -345,31 +361,28 @@ absl::Status Journal::Recover(bool keep_staged, bool read_only) {
             return absl::OkStatus();
           }));
 
-  // Staged records were never committed and the cache that remembered them is gone: discard.
-  // One range tombstone, not a read of every image. Not synced: if it is lost, the next Open
-  // discards them again.
+  // Staged records were never committed and the cache that remembered them is gone: discard
+  // them with one range tombstone, not a read of every image (not synced: if it is lost, the
+  // next Open discards them again). A runtime reopening its own journal keeps them and
+  // rebuilds their index and quota use. One iterator serves both: it stops at the first
+  // record when they are discarded.
   bool any_staged = false;
   {
     const std::string begin = TagBegin(RecordTag::kStaged), end = TagEnd(RecordTag::kStaged);
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-    it->Seek(ToSlice(begin));
-    RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
-    any_staged = it->Valid() && ToView(it->key()) < absl::string_view(end);
-  }
-  if (any_staged && keep_staged) {
-    // Reopened by the runtime that staged them: rebuild the staged index and its quota use.
-    const std::string begin = TagBegin(RecordTag::kStaged), end = TagEnd(RecordTag::kStaged);
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-    for (it->Seek(ToSlice(begin)); it->Valid() && ToView(it->key()) < absl::string_view(end);
-         it->Next()) {
+    rocksdb::Slice upper = ToSlice(end);
+    rocksdb::ReadOptions sro = ro;
+    sro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(sro));
+    for (it->Seek(ToSlice(begin)); it->Valid(); it->Next()) {
+      any_staged = true;
+      if (!keep_staged) break;  // one record is enough to know
       ASSIGN_OR_RETURN(StagedBlock sb, DecodeStaged(ToView(it->key()), ToView(it->value())));
       staged_[{sb.mapping_id, sb.block}] = sb.data.size();
       staged_bytes_ += sb.data.size();
     }
     RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
-    return absl::OkStatus();
   }
-  if (any_staged) {
+  if (any_staged && !keep_staged) {
     rocksdb::WriteBatch batch;
     batch.DeleteRange(ToSlice(TagBegin(RecordTag::kStaged)), ToSlice(TagEnd(RecordTag::kStaged)));
     RETURN_IF_ERROR(Write(&batch, /*sync=*/false, "discard staged blocks"));
@@ -381,6 +394,21 @@ absl::Status Journal::Write(rocksdb::WriteBatch* batch, bool sync, absl::string_
   rocksdb::WriteOptions wo;
   wo.sync = sync;
   return FromRocksDb(db_->Write(wo, batch), absl::StrCat(what, " in journal ", dir_));
+}
+
+absl::Status Journal::WriteAndSettle(rocksdb::WriteBatch* batch, bool sync,
+                                     absl::string_view what, const Claim* claim,
+                                     absl::FunctionRef<void()> on_success) {
+  absl::Status s = Write(batch, sync, what);
+  absl::MutexLock l(&mu_);
+  if (claim != nullptr) ReleaseLocked(claim);
+  if (!s.ok()) {
+    PoisonLocked(s);
+    return s;
+  }
+  bytes_written_ += batch->GetDataSize();
+  on_success();
+  return absl::OkStatus();
 }
 
 absl::Status Journal::WritableLocked() {
@@ -463,15 +491,11 @@ absl::StatusOr<uint64_t> Journal::RegisterMapping(const FileIdentity& file, uint
   rocksdb::WriteBatch batch;
   batch.Put(ToSlice(MappingKey(info.id)), ToSlice(EncodeMapping(info)));
   batch.Put(ToSlice(WatermarkKey()), ToSlice(EncodeWatermark(watermark)));
-  absl::Status s = Write(&batch, /*sync=*/true, "register mapping");
-  absl::MutexLock l(&mu_);
-  if (!s.ok()) {
-    PoisonLocked(s);
-    return s;
-  }
-  bytes_written_ += batch.GetDataSize();
   const uint64_t id = info.id;
-  mappings_.emplace(id, std::move(info));
+  RETURN_IF_ERROR(WriteAndSettle(&batch, /*sync=*/true, "register mapping", nullptr,
+                                 [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                   mappings_.emplace(id, std::move(info));
+                                 }));
   return id;
 }
 
@@ -510,14 +534,7 @@ absl::Status Journal::UnregisterMapping(uint64_t mapping_id) {
       it = staged_.erase(it);
     }
   }
-  absl::Status s = Write(&batch, /*sync=*/false, "unregister mapping");
-  absl::MutexLock l(&mu_);
-  if (!s.ok()) {
-    PoisonLocked(s);
-    return s;
-  }
-  bytes_written_ += batch.GetDataSize();
-  return absl::OkStatus();
+  return WriteAndSettle(&batch, /*sync=*/false, "unregister mapping", nullptr, [] {});
 }
 
 std::vector<MappingInfo> Journal::Mappings() const {
@@ -576,15 +593,7 @@ absl::Status Journal::Stage(uint64_t mapping_id, uint64_t block, absl::string_vi
   rocksdb::WriteBatch batch;
   batch.Put(ToSlice(StagedKey(mapping_id, block)), ToSlice(EncodeStaged(data)));
   // No sync: a staged image is worthless after a crash (Open discards it).
-  absl::Status s = Write(&batch, /*sync=*/false, "stage block");
-  absl::MutexLock l(&mu_);
-  ReleaseLocked(&claim);
-  if (!s.ok()) {
-    PoisonLocked(s);
-    return s;
-  }
-  bytes_written_ += batch.GetDataSize();
-  return absl::OkStatus();
+  return WriteAndSettle(&batch, /*sync=*/false, "stage block", &claim, [] {});
 }
 
 absl::StatusOr<std::optional<std::string>> Journal::ReadStaged(uint64_t mapping_id,
@@ -720,27 +729,22 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   }
   for (uint64_t b : staged_to_delete) batch.Delete(ToSlice(StagedKey(mapping_id, b)));
   // The commit point: header, payloads and staged deletions reach the WAL as one record.
-  absl::Status s = Write(&batch, /*sync=*/true, absl::StrCat("commit transaction ", txn.lsn));
-
-  std::move(release).Cancel();
-  absl::MutexLock l(&mu_);
-  ReleaseLocked(&claim);
-  if (!s.ok()) {
-    PoisonLocked(s);
-    return s;
-  }
-  for (uint64_t b : staged_to_delete) {
-    auto it = staged_.find({mapping_id, b});
-    staged_bytes_ -= it->second;
-    staged_.erase(it);
-  }
-  PendingTxn& p = pending_[txn.lsn];
-  p.mapping_id = mapping_id;
-  p.contents = txn.contents;
-  for (const CommittedBlock& cb : out) p.blocks.push_back(cb.block);
-  ++unapplied_;
-  ++commits_;
-  bytes_written_ += batch.GetDataSize();
+  std::move(release).Cancel();  // WriteAndSettle releases the claim
+  RETURN_IF_ERROR(WriteAndSettle(
+      &batch, /*sync=*/true, absl::StrCat("commit transaction ", txn.lsn), &claim,
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        for (uint64_t b : staged_to_delete) {
+          auto it = staged_.find({mapping_id, b});
+          staged_bytes_ -= it->second;
+          staged_.erase(it);
+        }
+        PendingTxn& p = pending_[txn.lsn];
+        p.mapping_id = mapping_id;
+        p.contents = txn.contents;
+        for (const CommittedBlock& cb : out) p.blocks.push_back(cb.block);
+        ++unapplied_;
+        ++commits_;
+      }));
   return txn;
 }
 
@@ -778,21 +782,19 @@ absl::Status Journal::MarkApplied(absl::Span<const uint64_t> lsns) {
   rocksdb::WriteBatch batch;
   for (const auto& [lsn, t] : doomed) {
     batch.Delete(ToSlice(TxnHeaderKey(lsn)));
-    if (t.contents == Contents::kData) {
+    if (t.contents != Contents::kData) continue;
+    if (t.blocks.size() >= kRangeDeleteBlocks) {
+      // Every payload key of `lsn` lies in [P|lsn|0, P|lsn+1|0): one range tombstone
+      // instead of one point tombstone per block (a 4 GiB transaction has a million).
+      batch.DeleteRange(ToSlice(TxnPayloadKey(lsn, 0)), ToSlice(TxnPayloadKey(lsn + 1, 0)));
+    } else {
       for (uint64_t b : t.blocks) batch.Delete(ToSlice(TxnPayloadKey(lsn, b)));
     }
   }
   // With the deletions, in the same batch: the LSNs they free are never handed out again.
   batch.Put(ToSlice(WatermarkKey()), ToSlice(EncodeWatermark(watermark)));
   // No sync: if the deletions are lost, recovery re-applies images that are already there.
-  absl::Status s = Write(&batch, /*sync=*/false, "delete applied transactions");
-  absl::MutexLock l(&mu_);
-  if (!s.ok()) {
-    PoisonLocked(s);
-    return s;
-  }
-  bytes_written_ += batch.GetDataSize();
-  return absl::OkStatus();
+  return WriteAndSettle(&batch, /*sync=*/false, "delete applied transactions", nullptr, [] {});
 }
 
 absl::Status Journal::Sync() {
@@ -822,8 +824,13 @@ std::vector<std::pair<uint64_t, Journal::PendingTxn>> Journal::TakeDeletableLock
   };
   std::vector<std::pair<uint64_t, PendingTxn>> out;
   absl::flat_hash_set<FileBlock> kept_blocks;
-  for (auto it = pending_.begin(); it != pending_.end();) {
+  // Past the newest applied transaction nothing can be deleted: the walk stops there, so
+  // marking a prefix of a long backlog (recovery's checkpoints) does not hash the blocks of
+  // everything after it.
+  uint64_t applied_ahead = pending_.size() - unapplied_;
+  for (auto it = pending_.begin(); it != pending_.end() && applied_ahead > 0;) {
     const PendingTxn& t = it->second;
+    if (t.applied) --applied_ahead;
     bool keep = !t.applied || std::any_of(t.blocks.begin(), t.blocks.end(), [&](uint64_t b) {
       return kept_blocks.contains(key(t.mapping_id, b));
     });
@@ -848,19 +855,17 @@ std::vector<uint64_t> Journal::PendingLsns() const {
   return out;
 }
 
+std::unique_ptr<PendingReader> Journal::NewPendingReader(const PendingReaderOptions& options) {
+  return std::unique_ptr<PendingReader>(new PendingReader(db_, dir_, options));
+}
+
 absl::StatusOr<Transaction> Journal::ReadTransaction(uint64_t lsn) {
-  // One snapshot: header and payloads were written, and are deleted, in one batch.
-  rocksdb::ManagedSnapshot snapshot(db_);
-  rocksdb::ReadOptions ro;
-  ro.snapshot = snapshot.snapshot();
-  const std::string key = TxnHeaderKey(lsn);
-  std::string value;
-  rocksdb::Status s = db_->Get(ro, ToSlice(key), &value);
-  if (s.IsNotFound()) {
-    return absl::NotFoundError(absl::StrCat("transaction ", lsn, " not in journal ", dir_));
-  }
-  RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read transaction ", lsn, " in journal ", dir_)));
-  ASSIGN_OR_RETURN(TxnHeader header, DecodeTxnHeader(key, value));
+  // One snapshot: header and payloads were written, and are deleted, in one batch. The
+  // payloads are one short iterator pass, not a lookup per block.
+  PendingReaderOptions options;
+  options.readahead_bytes = 0;  // RocksDB's own, growing read-ahead suits a short pass
+  PendingReader reader(db_, dir_, options);
+  ASSIGN_OR_RETURN(TxnHeader header, reader.ReadHeader(lsn));
   Transaction txn;
   txn.lsn = lsn;
   txn.mapping_id = header.mapping_id;
@@ -872,20 +877,8 @@ absl::StatusOr<Transaction> Journal::ReadTransaction(uint64_t lsn) {
     cb.length = b.length;
     cb.crc = b.crc;
     if (header.contents == Contents::kData) {
-      const std::string pkey = TxnPayloadKey(lsn, b.block);
-      s = db_->Get(ro, ToSlice(pkey), &value);
-      if (s.IsNotFound()) {
-        return absl::DataLossError(absl::StrCat("journal ", dir_, ": transaction ", lsn,
-                                                " lacks the payload of block ", b.block));
-      }
-      RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read transaction ", lsn, " in journal ", dir_)));
-      ASSIGN_OR_RETURN(TxnPayload payload, DecodeTxnPayload(pkey, value));
-      if (payload.crc != b.crc || payload.data.size() != b.length) {
-        return absl::DataLossError(absl::StrCat("journal ", dir_, ": transaction ", lsn,
-                                                ", block ", b.block,
-                                                ": payload does not match its header"));
-      }
-      cb.data.assign(payload.data.data(), payload.data.size());
+      ASSIGN_OR_RETURN(absl::string_view image, reader.ReadImage(lsn, b));
+      cb.data.assign(image.data(), image.size());
     }
     txn.blocks.push_back(std::move(cb));
   }

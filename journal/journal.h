@@ -37,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -44,6 +45,7 @@
 #include "absl/types/span.h"
 #include "journal/format.h"
 #include "journal/journal_fence.h"
+#include "journal/pending_reader.h"
 #include "umap/env.h"
 
 namespace rocksdb {
@@ -85,6 +87,11 @@ struct JournalOptions {
   // keeps that epoch, and fails with ESTALE (fenced) when another owner took the journal
   // over meanwhile. 0: a new owner (the next epoch).
   uint64_t expected_epoch = 0;
+  // No background compaction while this Journal is open (memtable flushes still run). For
+  // a recovery run, which deletes the backlog it reads: compacting it meanwhile only
+  // rewrites records about to die, competing with the replay for the disk and the CPU.
+  // The next open compacts.
+  bool defer_compaction = false;
 };
 
 using MappingInfo = MappingRecord;
@@ -217,9 +224,13 @@ class Journal {
   // a record is corrupt or missing.
   absl::StatusOr<Transaction> ReadTransaction(uint64_t lsn);
   // ReadTransaction of every PendingLsns() entry. Holds all images in memory: recovery of a
-  // large journal should iterate PendingLsns instead. A transaction deleted while this runs
-  // (marked applied) is left out.
+  // large journal streams them through NewPendingReader instead. A transaction deleted while
+  // this runs (marked applied) is left out.
   absl::StatusOr<std::vector<Transaction>> PendingTransactions();
+  // A reader of the committed records as they are now (a snapshot): every header, then the
+  // images in one ordered pass, in bounded memory (journal/pending_reader.h). It must not
+  // outlive this Journal. Records marked applied and deleted later stay visible to it.
+  std::unique_ptr<PendingReader> NewPendingReader(const PendingReaderOptions& options);
 
   std::vector<MappingInfo> Mappings() const;
   Stats stats() const;
@@ -262,6 +273,12 @@ class Journal {
   absl::Status CheckOwnerWith(bool fresh_ok);
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
+  // The ending of every write call: writes `batch`, then, with mu_ held, releases `claim`
+  // (when not null) and either poisons the journal and returns the write's error, or counts
+  // the batch's bytes and runs `on_success` (which updates the in-memory state).
+  absl::Status WriteAndSettle(rocksdb::WriteBatch* batch, bool sync, absl::string_view what,
+                              const Claim* claim, absl::FunctionRef<void()> on_success)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // OK, or the poisoned status. Also picks up a background error seen by the listener.
   absl::Status WritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PoisonLocked(const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

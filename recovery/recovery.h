@@ -16,31 +16,38 @@
 //
 // What a run does (Mode::kReplay), per target file, with nothing written to a file before
 // every check for that file passed:
-//   1. scan: read every pending transaction (verifying each payload's CRC) and check that
-//      each block lies inside the journaled file; any corrupt record refuses the whole run
+//   1. scan: read every pending transaction header (one pass, no image) and check that each
+//      block lies inside the journaled file; a corrupt header refuses the whole run
 //      (kDataLoss) before anything is written;
 //   2. check: resolve the target path (options.relocations), then compare the file found
 //      there with the mapping record: device and inode (skipped for a relocated path) and
 //      size (skipped with options.accept_size_change); open it for writing;
-//   3. classify: blocks whose newest pending version is intent-only (no payload) are read
-//      and classified applied / not applied / torn / unknown (docs/journal_format.md §6,
-//      refined in docs/recovery.md: each block is judged against its newest version);
-//   4. replay: in LSN order, write the newest data-mode image of every block at
-//      block * block_size (adjacent blocks of one transaction merged into one write), then
-//      fdatasync the file, then MarkApplied its transactions; every
-//      options.checkpoint_bytes, sync and mark what was written so far, so that a killed
-//      run restarts from there;
+//   3. plan: find the newest pending version of every block range of the file; classify
+//      the ranges whose newest version is intent-only (no payload): the file is read and
+//      each is judged applied / not applied / torn / not applied or torn
+//      (docs/journal_format.md §6, refined in docs/recovery.md);
+//   4. replay: stream the newest data-mode image of every block out of the journal in LSN
+//      order (one ordered pass, each image checked against its CRC as it is read, in
+//      bounded buffers) and write each once, through the merged, deadline-bounded
+//      WriteEngine (base/write_engine.h); every options.checkpoint_bytes, fdatasync the
+//      file and MarkApplied the transactions whose newest images are all written, so that
+//      a killed run restarts from there; at the end, the same for the rest. A damaged image
+//      stops that file's replay at the damaged record (kRefused, Problem::kCorruptRecord):
+//      what came before it is written and checkpointed, nothing after it;
 //   5. forget: unregister each mapping that has no pending transaction left (this also
 //      discards its uncommitted staged blocks).
-// kDryRun does 1-3 (the target is opened for writing to check it is writable, and nothing is
-// written) and reports what kReplay would write. kVerify does 1-3 for every block (data
-// and intent) with the file opened read-only: a block whose file bytes differ from its
-// newest committed version is listed. Neither writes to a file or to the journal.
+// Files are replayed in parallel (options.parallel_files). kDryRun does 1-3 and reads the
+// images replay would write (checking their CRCs), with the target opened for writing to
+// check it is writable, and writes nothing; it reports what kReplay would write. kVerify
+// does the same with every block range (data and intent) classified and the file opened
+// read-only: a block whose file bytes differ from its newest committed version is listed.
+// Neither writes to a file or to the journal.
 //
-// Crash safety: a file receives only committed images, in LSN order per block, and a
-// transaction is marked applied only after the fdatasync that made its blocks durable. So a
-// run killed at any instant, or run twice, leaves the same file bytes after the next
-// complete run. The crash point "recovery.mid_replay" fires after each write.
+// Crash safety: a file receives only committed images, each block only its newest one, and
+// a transaction is marked applied only after the fdatasync that made the newest images of
+// all of its blocks durable. So a run killed at any instant, or run twice, leaves the same
+// file bytes after the next complete run: those of every committed transaction applied in
+// LSN order. The crash point "recovery.mid_replay" fires before each write is issued.
 //
 // Threads: one call at a time per journal. Recover(journal, ...) may run while other
 // threads use the journal for other mappings.
@@ -64,6 +71,10 @@ namespace rocksdb {
 class FileSystem;
 }  // namespace rocksdb
 
+namespace umap {
+class WriteEngine;
+}  // namespace umap
+
 namespace umap::recovery {
 
 enum class Mode {
@@ -85,12 +96,18 @@ struct PathRelocation {
 absl::StatusOr<PathRelocation> ParseRelocation(absl::string_view spec);
 
 struct Progress {
-  enum class Phase { kScan, kReplay, kSync };
+  // kScan: reading the transaction headers; kReplay: writing images; kSync: a checkpoint's
+  // fdatasync; kCheck: reading and checking the images without writing (dry run, verify).
+  enum class Phase { kScan, kReplay, kSync, kCheck };
   Phase phase = Phase::kScan;
-  uint64_t done = 0;   // kScan: transactions read; kReplay/kSync: image bytes handled
+  uint64_t done = 0;   // kScan: transactions read; otherwise image bytes handled
   uint64_t total = 0;  // same unit as done
-  uint64_t elapsed_micros = 0;
-  std::string path;    // the file being replayed (kReplay, kSync)
+  uint64_t elapsed_micros = 0;  // since the start of the run
+  // `done` per second since the phase began (kReplay and kSync count as one phase), and
+  // the time left at that rate; both 0 until the phase has run long enough to tell.
+  uint64_t rate_per_second = 0;
+  uint64_t eta_micros = 0;
+  std::string path;    // the file being replayed, or "N files" when several are at once
 };
 absl::string_view PhaseName(Progress::Phase phase);
 
@@ -114,17 +131,29 @@ struct RecoverOptions {
   std::optional<FileIdentity> only_file;
   // Mappings to leave alone (in-process: the caller's live mappings).
   std::vector<uint64_t> skip_mappings;
-  // kReplay: after the final fdatasync, read every written block back and compare its CRC
-  // (a mismatch is an I/O error: the transactions stay pending).
+  // kReplay: after each fdatasync, read every block written since the previous one back and
+  // compare its CRC (a mismatch is an I/O error: the transactions stay pending).
   bool verify_after_replay = false;
-  // Images read by the scan are kept in memory, up to this many bytes, so that replay does
-  // not read them from the journal a second time.
-  uint64_t scan_cache_bytes = 256ull << 20;
-  // Threads that read the backlog during the scan and the replay (Journal::ReadTransaction
-  // is thread-safe).
-  size_t scan_threads = 2;
-  // kReplay: sync and mark applied after this many image bytes (0 = only at the end).
+  // kReplay: fdatasync and mark applied after this many image bytes (0 = only at the end).
+  // A run killed between two checkpoints writes at most this much again.
   uint64_t checkpoint_bytes = 256ull << 20;
+  // Memory for images on their way from the journal to the files, all files together
+  // (read_threads + 1 buffers per file replayed at once; each holds at least the largest
+  // block image).
+  uint64_t buffer_bytes = 64ull << 20;
+  // Files (groups of mappings of one file) replayed at the same time, and threads reading
+  // (and copying and checking) each one's images.
+  size_t parallel_files = 4;
+  size_t read_threads = 2;
+  // What the journal reader reads ahead of the image it copies (per file).
+  uint64_t readahead_bytes = 4ull << 20;
+  // The write path: null = an engine of recovery's own with the settings below (io_uring,
+  // up to io_depth merged writes of at most io_max_bytes in flight per file, each with a
+  // deadline of io_timeout_ms). The runtime passes its own engine for map-time replay.
+  WriteEngine* write_engine = nullptr;
+  unsigned io_depth = 16;
+  uint64_t io_max_bytes = 1ull << 20;
+  uint64_t io_timeout_ms = 30'000;
   // Called on the calling thread at most every progress_interval_micros, and once at the
   // end of each phase. May be empty.
   std::function<void(const Progress&)> progress;
@@ -139,7 +168,8 @@ enum class BlockClass {
   kNotApplied,  // an older committed image still pending in the journal (matched_lsn)
   kTorn,        // neither the newest nor any older pending version: a partial write (or,
                 // after a power cut, an older version whose unsynced write-back was lost)
-  kUnknown,     // not the newest, and no older version is known: not applied or torn
+  kNotAppliedOrTorn,  // not the newest, and no older version is known to compare with:
+                      // the file holds an unjournaled version (not applied) or a torn one
 };
 absl::string_view BlockClassName(BlockClass c);
 
@@ -151,7 +181,7 @@ struct BlockFinding {
   uint32_t length = 0;      // bytes of the image
   uint32_t expected_crc = 0;
   uint32_t found_crc = 0;   // CRC32C of the bytes read (fewer if the file ends early)
-  BlockClass cls = BlockClass::kUnknown;
+  BlockClass cls = BlockClass::kNotAppliedOrTorn;
   uint64_t matched_lsn = 0;  // kNotApplied: the LSN whose image the file holds
   bool repairable = false;   // a data-mode image exists (replay rewrites it)
 };
@@ -175,6 +205,7 @@ enum class Problem {
   kSizeMismatch,      // the file's size differs from the journaled size
   kNotWritable,       // cannot open the file for writing (EACCES, EROFS, EPERM)
   kBadTransaction,    // a transaction writes outside the journaled file
+  kCorruptRecord,     // a journal record of it is damaged: replay stopped there
   kIo,                // read/write/sync/stat error
   kJournal,           // the journal failed (MarkApplied or UnregisterMapping)
 };
@@ -201,7 +232,7 @@ struct MappingReport {
   uint64_t blocks_verified = 0;  // read from the file and equal to the newest version
   uint64_t blocks_not_applied = 0;
   uint64_t blocks_torn = 0;
-  uint64_t blocks_unknown = 0;
+  uint64_t blocks_not_applied_or_torn = 0;
   uint64_t staged_discarded = 0;  // uncommitted staged blocks dropped with the mapping
   bool unregistered = false;
   uint64_t duration_micros = 0;
@@ -219,8 +250,10 @@ struct Report {
   std::vector<MappingReport> mappings;  // by mapping id; filtered ones left out
   absl::Status journal_status;    // a journal error after the scan (MarkApplied etc.)
   uint64_t duration_micros = 0;
-  // Where the time went (wall clock, microseconds): reading and CRC-checking the backlog
-  // (scan), reading it again to write it (read), file writes, fdatasyncs, MarkApplied.
+  // Where the time went (microseconds): open and close of the journal; reading the
+  // transaction headers (scan); then, summed over the files, the readers streaming and
+  // checking the images (read) and the writes, which overlap each other, the fdatasyncs
+  // (sync) and MarkApplied (mark).
   struct Timings {
     uint64_t open = 0, scan = 0, read = 0, write = 0, sync = 0, mark = 0, close = 0;
   } timings;
@@ -250,9 +283,10 @@ ExitCode ExitCodeOf(const absl::Status& status);
 //                        names the pid), or journal I/O failed;
 //   kNotFound            no journal in journal_dir (and !allow_missing_journal);
 //   kFailedPrecondition  the journal has a newer format;
-//   kDataLoss            a journal record is corrupt (the message names the LSN and block);
+//   kDataLoss            a transaction header is corrupt (the message names the LSN);
 //   kInvalidArgument     bad options.
-// Per-mapping refusals and I/O errors are in the report, not in the status.
+// Per-mapping refusals and I/O errors are in the report, not in the status; so is a damaged
+// image, found while that file is replayed (Problem::kCorruptRecord).
 absl::StatusOr<Report> Recover(const RecoverOptions& options);
 
 // The same on a journal the caller holds open (options.journal_dir, journal_fs and

@@ -664,6 +664,9 @@ absl::Status Runtime::RecoverPendingFor(JournalHandle* handle, File* file) {
   recovery::RecoverOptions o;
   o.env = env_;
   o.only_file = id;
+  // The runtime's own write path: the same merged, deadline-bounded writes as its applies,
+  // with this runtime's io_depth, io_max_bytes and io_timeout_ms.
+  o.write_engine = &io_->writer();
   {
     absl::MutexLock l(&mu_);
     o.skip_mappings.assign(live_mapping_ids_.begin(), live_mapping_ids_.end());

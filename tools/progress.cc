@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/json_writer.h"
 #include "tools/render.h"
 
 namespace umap::tools {
@@ -24,13 +25,36 @@ std::string ProgressPrinter::Format(const recovery::Progress& p) const {
   if (p.phase == Phase::kScan) {
     absl::StrAppend(&s, p.done, "/", p.total, " transactions");
   } else {
+    // The rate of this phase when the run measured it, else the average since the start.
     const double secs = p.elapsed_micros / 1e6;
+    const uint64_t rate = p.rate_per_second != 0 ? p.rate_per_second
+                          : secs > 0             ? static_cast<uint64_t>(p.done / secs)
+                                                 : 0;
     absl::StrAppend(&s, HumanBytes(p.done), "/", HumanBytes(p.total));
-    if (secs > 0) absl::StrAppend(&s, " ", HumanBytes(static_cast<uint64_t>(p.done / secs)), "/s");
+    if (rate > 0) absl::StrAppend(&s, " ", HumanBytes(rate), "/s");
     if (!p.path.empty()) absl::StrAppend(&s, " ", p.path);
   }
   absl::StrAppendFormat(&s, " %.1f s", p.elapsed_micros / 1e6);
+  if (p.eta_micros > 0) absl::StrAppendFormat(&s, ", ETA %.1f s", p.eta_micros / 1e6);
   return s;
+}
+
+std::string ProgressPrinter::FormatJson(const recovery::Progress& p) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("progress");
+  w.BeginObject();
+  w.Field("phase", recovery::PhaseName(p.phase));
+  w.Field("unit", p.phase == recovery::Progress::Phase::kScan ? "transactions" : "bytes");
+  w.Field("done", p.done);
+  w.Field("total", p.total);
+  w.Field("rate_per_second", p.rate_per_second);
+  w.Field("eta_us", p.eta_micros);
+  w.Field("elapsed_us", p.elapsed_micros);
+  w.Field("path", p.path);
+  w.EndObject();
+  w.EndObject();
+  return w.str();
 }
 
 void ProgressPrinter::Update(const recovery::Progress& p) {
@@ -39,13 +63,18 @@ void ProgressPrinter::Update(const recovery::Progress& p) {
     std::fprintf(out_, "\r%s\033[K", Format(p).c_str());
     drawn_ = true;
   } else {
+    // kLines and kJson: a line per interval, and at each phase's end and change.
     const bool phase_end = p.done == p.total;
     if (p.elapsed_micros - last_line_ < o_.line_interval_micros && !phase_end &&
         p.phase == last_phase_ && last_line_ != 0) {
       return;
     }
     last_line_ = p.elapsed_micros;
-    std::fprintf(out_, "umap-recover: %s\n", Format(p).c_str());
+    if (o_.style == Style::kJson) {
+      std::fprintf(out_, "%s\n", FormatJson(p).c_str());
+    } else {
+      std::fprintf(out_, "umap-recover: %s\n", Format(p).c_str());
+    }
   }
   last_phase_ = p.phase;
   std::fflush(out_);

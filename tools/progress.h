@@ -1,6 +1,7 @@
 // Progress display for long replays: a redrawn bar on a terminal, plain lines otherwise
-// (logs of batch jobs). Nothing is shown during the first `delay` of a run, so short runs
-// print no progress at all.
+// (logs of batch jobs), or one JSON object a line for programs (a job scheduler's restart
+// hook): phase, done/total, rate and the time left. Nothing is shown during the first
+// `delay` of a run, so short runs print no progress at all.
 #ifndef UMAP_TOOLS_PROGRESS_H_
 #define UMAP_TOOLS_PROGRESS_H_
 
@@ -14,11 +15,11 @@ namespace umap::tools {
 
 class ProgressPrinter {
  public:
-  enum class Style { kBar, kLines, kOff };
+  enum class Style { kBar, kLines, kJson, kOff };
   struct Options {
     Style style = Style::kLines;
     uint64_t delay_micros = 1'000'000;        // show nothing before this
-    uint64_t line_interval_micros = 5'000'000;  // kLines: at most one line per interval
+    uint64_t line_interval_micros = 5'000'000;  // kLines, kJson: at most one line per interval
     int width = 30;                             // kBar: characters of the bar
   };
   // Writes to `out` (not owned; usually stderr).
@@ -32,6 +33,10 @@ class ProgressPrinter {
 
   // The text of one update (without the leading \r or trailing \n), for tests.
   std::string Format(const recovery::Progress& p) const;
+  // The kJson line of one update, e.g. {"progress":{"phase":"replay","unit":"bytes",
+  // "done":..,"total":..,"rate_per_second":..,"eta_us":..,"elapsed_us":..,"path":".."}};
+  // rate_per_second and eta_us are 0 until known.
+  static std::string FormatJson(const recovery::Progress& p);
 
  private:
   FILE* const out_;

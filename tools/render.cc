@@ -67,7 +67,7 @@ std::string Blocks(uint64_t n) { return absl::StrCat(n, n == 1 ? " block" : " bl
 
 std::string ClassCounts(const MappingReport& m) {
   return absl::StrCat(m.blocks_verified, " applied, ", m.blocks_not_applied, " not applied, ",
-                      m.blocks_torn, " torn, ", m.blocks_unknown, " not applied or torn");
+                      m.blocks_torn, " torn, ", m.blocks_not_applied_or_torn, " not applied or torn");
 }
 
 void FindingLines(const MappingReport& m, std::string* out) {
@@ -114,13 +114,13 @@ void MappingLine(Command c, const MappingReport& m, std::string* out) {
     case MappingState::kWouldReplay:
       absl::StrAppend(out, "would replay ", Txns(m.txns_pending), " (", LsnRange(m), "): write ",
                       Blocks(m.blocks_to_write), ", ", HumanBytes(m.bytes_to_write));
-      if (intent || m.blocks_not_applied + m.blocks_torn + m.blocks_unknown > 0) {
+      if (intent || m.blocks_not_applied + m.blocks_torn + m.blocks_not_applied_or_torn > 0) {
         absl::StrAppend(out, "; intent blocks: ", ClassCounts(m));
       }
       absl::StrAppend(out, "\n");
       break;
     case MappingState::kVerified: {
-      const uint64_t bad = m.blocks_not_applied + m.blocks_torn + m.blocks_unknown;
+      const uint64_t bad = m.blocks_not_applied + m.blocks_torn + m.blocks_not_applied_or_torn;
       absl::StrAppend(out, "verified ", Blocks(m.blocks_verified + bad), " of ", Txns(m.txns_pending),
                       " (", LsnRange(m), "): ", m.blocks_verified, " equal, ", bad, " differ");
       if (bad > 0) {
@@ -257,6 +257,19 @@ void StatusField(JsonWriter& w, absl::string_view key, const absl::Status& s) {
   w.EndObject();
 }
 
+void TimingsField(JsonWriter& w, const Report::Timings& t) {
+  w.Key("timings_us");
+  w.BeginObject();
+  w.Field("open", t.open);
+  w.Field("scan", t.scan);
+  w.Field("read", t.read);
+  w.Field("write", t.write);
+  w.Field("sync", t.sync);
+  w.Field("mark", t.mark);
+  w.Field("close", t.close);
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string RenderJson(Command c, const Report& r, int code) {
@@ -269,6 +282,9 @@ std::string RenderJson(Command c, const Report& r, int code) {
   w.Field("staged_blocks", r.staged_blocks);
   w.Field("staged_bytes", r.staged_bytes);
   w.Field("duration_us", r.duration_micros);
+  // Where a run's time went; a status run does none of it (and its report stays the same
+  // from run to run but for duration_us).
+  if (c != Command::kStatus) TimingsField(w, r.timings);
   StatusField(w, "journal_error", r.journal_status);
   w.Key("mappings");
   w.BeginArray();
@@ -303,7 +319,7 @@ std::string RenderJson(Command c, const Report& r, int code) {
     w.Field("verified", m.blocks_verified);
     w.Field("not_applied", m.blocks_not_applied);
     w.Field("torn", m.blocks_torn);
-    w.Field("not_applied_or_torn", m.blocks_unknown);
+    w.Field("not_applied_or_torn", m.blocks_not_applied_or_torn);
     w.Field("staged_discarded", m.staged_discarded);
     w.EndObject();
     w.Key("bytes");

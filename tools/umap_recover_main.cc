@@ -45,6 +45,11 @@ int Main(int argc, char** argv) {
   std::vector<std::string> force_paths;
   std::string only, progress = "auto";
   uint64_t checkpoint_mib = 256;
+  recovery::RecoverOptions defaults;
+  uint64_t buffer_mib = defaults.buffer_bytes >> 20, io_max_kib = defaults.io_max_bytes >> 10;
+  uint64_t io_timeout_ms = defaults.io_timeout_ms;
+  unsigned io_depth = defaults.io_depth;
+  size_t parallel_files = defaults.parallel_files, read_threads = defaults.read_threads;
 
   app.add_option("-j,--journal", journal_dir, "The journal directory (umap_config.journal_dir)")
       ->required()
@@ -66,9 +71,31 @@ int Main(int argc, char** argv) {
                  "Sync and mark applied every N MiB replayed (0: only at the end)")
       ->type_name("N")
       ->capture_default_str();
-  app.add_option("--progress", progress, "auto (bar on a terminal, lines otherwise), bar, lines, "
-                                         "never")
-      ->check(CLI::IsMember({"auto", "bar", "lines", "never"}))
+  app.add_option("--parallel-files", parallel_files, "Files replayed at the same time")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--read-threads", read_threads,
+                 "Threads reading (copying, checking) the images of each file")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--buffer-mib", buffer_mib,
+                 "Memory for images on their way to the files, all files together")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--io-depth", io_depth, "Writes in flight per file (io_uring)")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--io-max-kib", io_max_kib, "Largest write: adjacent blocks merge up to this")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--io-timeout-ms", io_timeout_ms,
+                 "Deadline of each write; a write past it fails the file's replay (exit 3)")
+      ->type_name("MS")
+      ->capture_default_str();
+  app.add_option("--progress", progress,
+                 "auto (bar on a terminal, lines otherwise), bar, lines, json (one object a "
+                 "line with rate and ETA), never")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "json", "never"}))
       ->capture_default_str();
   app.add_flag("--missing-ok", missing_ok,
                "A missing journal directory is 'nothing to do' (exit 0), not a refusal");
@@ -103,6 +130,12 @@ int Main(int argc, char** argv) {
   o.accept_size_change = accept_size;
   o.verify_after_replay = verify_after;
   o.checkpoint_bytes = checkpoint_mib << 20;
+  o.parallel_files = parallel_files;
+  o.read_threads = read_threads;
+  o.buffer_bytes = buffer_mib << 20;
+  o.io_depth = io_depth;
+  o.io_max_bytes = io_max_kib << 10;
+  o.io_timeout_ms = io_timeout_ms;
   for (const std::string& spec : force_paths) {
     absl::StatusOr<recovery::PathRelocation> r = recovery::ParseRelocation(spec);
     if (!r.ok()) {
@@ -120,9 +153,11 @@ int Main(int argc, char** argv) {
   ProgressPrinter::Options po;
   po.style = progress == "bar"     ? ProgressPrinter::Style::kBar
              : progress == "lines" ? ProgressPrinter::Style::kLines
+             : progress == "json"  ? ProgressPrinter::Style::kJson
              : progress == "never" ? ProgressPrinter::Style::kOff
                                    : ProgressPrinter::AutoStyle(STDERR_FILENO);
-  if (progress == "bar" || progress == "lines") po.delay_micros = 0;
+  if (progress == "bar" || progress == "lines" || progress == "json") po.delay_micros = 0;
+  if (progress == "json") po.line_interval_micros = 1'000'000;
   ProgressPrinter printer(stderr, po);
   if (cmd != Command::kStatus) {
     o.progress = [&printer](const recovery::Progress& p) { printer.Update(p); };

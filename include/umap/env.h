@@ -62,6 +62,14 @@ class File {
   virtual absl::StatusOr<std::unique_ptr<File>> OpenDirectReader() {
     return absl::UnimplementedError("no direct I/O for " + name());
   }
+  // A second, write-only handle on the same file that bypasses the kernel page cache
+  // (O_DIRECT): recovery writes whole aligned blocks through it, as a disk's own sequential
+  // writer does, without copying them into the page cache and writing them back. The same
+  // alignment rules; Sync() on either handle makes its writes durable. kUnimplemented where
+  // the file or file system has no such mode.
+  virtual absl::StatusOr<std::unique_ptr<File>> OpenDirectWriter() {
+    return absl::UnimplementedError("no direct I/O for " + name());
+  }
   // The name used in error messages.
   virtual const std::string& name() const = 0;
 };

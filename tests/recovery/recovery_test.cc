@@ -236,18 +236,21 @@ TEST_F(RecoveryTest, ReplayAfterAPartialReplayWithoutMarkGivesTheSameBytes) {
   Commit(m, {{0, 1}, {1, 1}});
   Commit(m, {{1, 2}, {2, 2}});
   Crash();
-  // A first recovery that died after writing one block (crash point callback makes the
-  // next write fail, as if the process was gone).
+  // A first recovery that died after writing one block: one write per block, and the crash
+  // point before the second write makes it and every later one fail, as if the process was
+  // gone.
   faultinject::FaultEnv fenv(Env::Default());
   env_ = &fenv;
-  ASSERT_OK(crash_point::Arm("recovery.mid_replay", 1, crash_point::Action::Call([&](auto) {
+  ASSERT_OK(crash_point::Arm("recovery.mid_replay", 2, crash_point::Action::Call([&](auto) {
                                ASSERT_OK(fenv.FailNext(faultinject::Op::kWrite, 100,
                                                        faultinject::Fault::Error(EIO)));
                              })));
-  Report r = MustRecover(Options());
+  RecoverOptions o = Options();
+  o.io_max_bytes = kBs;
+  Report r = MustRecover(o);
   crash_point::Disarm();
   EXPECT_EQ(r.mappings[0].state, MappingState::kIoError);
-  EXPECT_EQ(r.mappings[0].blocks_written, 1u);
+  EXPECT_EQ(ReadFile(file_).substr(0, kBs), Image(1, 0));  // the first block was written
   EXPECT_EQ(ExitCodeOf(r), ExitCode::kIoError);
   EXPECT_EQ(PendingAfterReopen().size(), 2u);  // nothing marked
   fenv.ClearAll();
@@ -327,6 +330,7 @@ TEST_F(RecoveryTest, PowerCutMidReplayAfterACheckpointThenRerunGivesTheSameBytes
   o.journal_fs = fs;
   o.journal_env = Env::Default();
   o.checkpoint_bytes = 4 * kBs;  // sync + mark every two transactions
+  o.io_max_bytes = kBs;          // one write per block: the 9th is the third checkpoint's first
   ASSERT_OK(crash_point::Arm("recovery.mid_replay", 9, crash_point::Action::Call([&](auto) {
                                fenv.SimulatePowerCut();
                                fs->SimulatePowerCut();
@@ -493,29 +497,67 @@ TEST_F(RecoveryTest, OneRefusedFileDoesNotStopTheOthers) {
   EXPECT_EQ(ReadFile(other), Contents(other_state, kBlocks));
 }
 
-TEST_F(RecoveryTest, CorruptRecordInTheMiddleRefusesTheWholeRunBeforeWriting) {
+// Overwrites the payload of (lsn, block) with a value whose CRC does not match its bytes.
+void DamagePayload(const std::string& jdir, uint64_t lsn, uint64_t block, uint64_t version) {
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), jdir, &db).ok());
+  std::string bad = journal::EncodeTxnPayload(Image(version, block));
+  bad[10] ^= 0x55;
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), journal::TxnPayloadKey(lsn, block), bad).ok());
+  delete db;
+}
+
+// Images are checked as they are streamed: a damaged one is found when replay reaches it.
+TEST_F(RecoveryTest, DamagedImageStopsTheFilesReplayThereAndIsRefused) {
   const uint64_t m = Register();
   Commit(m, {{0, 1}});
   const Transaction t2 = Commit(m, {{1, 2}});
   Commit(m, {{2, 3}});
   Crash();
-  {
-    // Overwrite t2's payload with a value whose CRC does not match its bytes.
-    rocksdb::DB* db = nullptr;
-    rocksdb::Options o;
-    ASSERT_TRUE(rocksdb::DB::Open(o, jdir_, &db).ok());
-    std::string bad = journal::EncodeTxnPayload(Image(2, 1));
-    bad[10] ^= 0x55;
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), journal::TxnPayloadKey(t2.lsn, 1), bad).ok());
-    delete db;
-  }
+  DamagePayload(jdir_, t2.lsn, 1, 2);
+  Report r = MustRecover(Options());
+  const MappingReport& mr = r.mappings[0];
+  EXPECT_EQ(mr.state, MappingState::kRefused);
+  EXPECT_EQ(mr.problem, Problem::kCorruptRecord);
+  EXPECT_THAT(mr.status.message(), HasSubstr("LSN 2"));
+  EXPECT_THAT(mr.status.message(), HasSubstr("none after it"));
+  EXPECT_FALSE(mr.unregistered);
+  EXPECT_EQ(ExitCodeOf(r), ExitCode::kRefused);
+  ExpectFileIs({{0, 1}});  // the image before the damaged record, nothing from it on
+  // The transaction before it was complete and is marked; it and the rest stay.
+  EXPECT_EQ(PendingAfterReopen(), (std::vector<uint64_t>{t2.lsn, t2.lsn + 1}));
+}
+
+// A transaction whose block is rewritten by a later one is marked applied only once that
+// later image is written: when replay stops before it, the older one stays pending.
+TEST_F(RecoveryTest, ATransactionWaitingForANewerImageBeyondDamageStaysPending) {
+  const uint64_t m = Register();
+  const Transaction t1 = Commit(m, {{0, 1}, {1, 1}});
+  const Transaction t2 = Commit(m, {{2, 2}});
+  const Transaction t3 = Commit(m, {{1, 3}});
+  Crash();
+  DamagePayload(jdir_, t2.lsn, 2, 2);
+  Report r = MustRecover(Options());
+  EXPECT_EQ(r.mappings[0].problem, Problem::kCorruptRecord);
+  EXPECT_EQ(r.mappings[0].txns_replayed, 0u);
+  ExpectFileIs({{0, 1}});  // block 1 waits for t3's image, which comes after the damage
+  EXPECT_EQ(PendingAfterReopen(), (std::vector<uint64_t>{t1.lsn, t2.lsn, t3.lsn}));
+}
+
+TEST_F(RecoveryTest, DryRunAndVerifyReportADamagedImageAndWriteNothing) {
+  const uint64_t m = Register();
+  const Transaction t1 = Commit(m, {{0, 1}, {1, 1}});
+  Crash();
+  DamagePayload(jdir_, t1.lsn, 1, 1);
   const std::string before = ReadFile(file_);
-  absl::StatusOr<Report> r = Recover(Options());
-  EXPECT_THAT(r, StatusIs(absl::StatusCode::kDataLoss));
-  EXPECT_THAT(r.status().message(), HasSubstr("LSN 2"));
-  EXPECT_THAT(r.status().message(), HasSubstr("nothing was written"));
-  EXPECT_EQ(ExitCodeOf(r.status()), ExitCode::kRefused);
+  for (Mode mode : {Mode::kDryRun, Mode::kVerify}) {
+    Report r = MustRecover(Options(mode));
+    EXPECT_EQ(r.mappings[0].problem, Problem::kCorruptRecord) << ModeName(mode);
+    EXPECT_THAT(r.mappings[0].status.message(), HasSubstr("nothing was written"));
+    EXPECT_EQ(ExitCodeOf(r), ExitCode::kRefused);
+  }
   EXPECT_EQ(ReadFile(file_), before);
+  EXPECT_EQ(PendingAfterReopen().size(), 1u);
 }
 
 TEST_F(RecoveryTest, CorruptTransactionHeaderRefusesAtOpen) {
@@ -616,7 +658,7 @@ TEST_F(RecoveryTest, VerifyListsBlocksThatDifferAndWritesNothing) {
   EXPECT_EQ(mr.state, MappingState::kVerified);
   EXPECT_EQ(mr.blocks_verified, 2u);  // blocks 0 and 2
   EXPECT_EQ(mr.blocks_not_applied, 1u);
-  EXPECT_EQ(mr.blocks_unknown, 1u);  // block 3 has a single pending version
+  EXPECT_EQ(mr.blocks_not_applied_or_torn, 1u);  // block 3 has a single pending version
   ASSERT_EQ(mr.findings.size(), 2u);
   EXPECT_EQ(mr.findings[0].block, 1u);
   EXPECT_EQ(mr.findings[0].cls, BlockClass::kNotApplied);
@@ -654,7 +696,7 @@ TEST_F(RecoveryTest, IntentModeClassifiesBlocksAndWritesNothing) {
   EXPECT_EQ(mr.blocks_verified, 2u);  // blocks 0 and 2
   EXPECT_EQ(mr.blocks_not_applied, 1u);
   EXPECT_EQ(mr.blocks_torn, 1u);
-  EXPECT_EQ(mr.blocks_unknown, 1u);
+  EXPECT_EQ(mr.blocks_not_applied_or_torn, 1u);
   ASSERT_EQ(mr.findings.size(), 3u);
   EXPECT_EQ(mr.findings[0].block, 1u);
   EXPECT_EQ(mr.findings[0].cls, BlockClass::kNotApplied);
@@ -664,7 +706,7 @@ TEST_F(RecoveryTest, IntentModeClassifiesBlocksAndWritesNothing) {
   EXPECT_EQ(mr.findings[1].cls, BlockClass::kTorn);
   EXPECT_EQ(mr.findings[1].expected_crc, crc32c::Value(Image(2, 3).data(), kBs));
   EXPECT_EQ(mr.findings[2].block, 4u);
-  EXPECT_EQ(mr.findings[2].cls, BlockClass::kUnknown);
+  EXPECT_EQ(mr.findings[2].cls, BlockClass::kNotAppliedOrTorn);
   EXPECT_EQ(ExitCodeOf(r), ExitCode::kDataLoss);
   EXPECT_EQ(ReadFile(file_), before);
   EXPECT_TRUE(PendingAfterReopen().empty());  // marked applied: nothing to replay
@@ -689,7 +731,7 @@ TEST_F(RecoveryTest, DryRunOfIntentJournalPredictsExitOne) {
   Commit(m, {{0, 1}});
   Crash();
   Report r = MustRecover(Options(Mode::kDryRun));
-  EXPECT_EQ(r.mappings[0].blocks_unknown, 1u);
+  EXPECT_EQ(r.mappings[0].blocks_not_applied_or_torn, 1u);
   EXPECT_EQ(ExitCodeOf(r), ExitCode::kDataLoss);
   EXPECT_EQ(PendingAfterReopen().size(), 1u);
 }

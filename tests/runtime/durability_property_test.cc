@@ -866,7 +866,7 @@ class Sut {
         RC_FAIL("recovery left mapping " + std::to_string(m.mapping.id) + " " +
                 std::string(recovery::MappingStateName(m.state)) + ": " + m.status.ToString());
       }
-      RC_ASSERT(m.blocks_not_applied + m.blocks_torn + m.blocks_unknown == 0u);
+      RC_ASSERT(m.blocks_not_applied + m.blocks_torn + m.blocks_not_applied_or_torn == 0u);
       if (oracle_.policy == UMAP_POLICY_RELAXED) RC_ASSERT(m.staged_discarded == 0u);
       RC_ASSERT(m.unregistered);
     }

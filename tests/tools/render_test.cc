@@ -15,6 +15,7 @@ namespace umap::tools {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using recovery::BlockClass;
 using recovery::MappingReport;
 using recovery::MappingState;
@@ -90,9 +91,12 @@ TEST(RenderTest, JsonIsValidAndCarriesEveryCounter) {
        {"\"exit_code\":2", "\"transactions\":{\"pending\":3,\"replayed\":0,\"discarded\":3}",
         "\"torn\":1", "\"verified\":5", "\"written\":0", "\"duration_us\"", "\"state\":\"refused\"",
         "\"problem\":\"missing_file\"", "\"class\":\"torn\"", "\"offset\":12288",
-        "\"path\":\"/data/f\\u00ff\"", "\"staged_discarded\"", "\"findings_omitted\":0"}) {
+        "\"path\":\"/data/f\\u00ff\"", "\"staged_discarded\"", "\"findings_omitted\":0",
+        "\"timings_us\":{\"open\":"}) {
     EXPECT_THAT(j, HasSubstr(key));
   }
+  // A status run times nothing: its report is the same from run to run but for duration_us.
+  EXPECT_THAT(RenderJson(Command::kStatus, r, 0), Not(HasSubstr("timings_us")));
 }
 
 TEST(RenderTest, ErrorJsonIsValid) {
@@ -149,6 +153,27 @@ TEST(ProgressTest, BarAndLineFormats) {
   o.style = ProgressPrinter::Style::kLines;
   EXPECT_EQ(ProgressPrinter(stderr, o).Format(p),
             "replay  50% 512.0 MiB/1.0 GiB 256.0 MiB/s /data/f 2.0 s");
+}
+
+TEST(ProgressTest, TheRateOfThePhaseAndTheTimeLeftWhenTheRunKnowsThem) {
+  recovery::Progress p;
+  p.phase = recovery::Progress::Phase::kReplay;
+  p.done = 512ull << 20;
+  p.total = 1ull << 30;
+  p.elapsed_micros = 4'000'000;
+  p.rate_per_second = 1ull << 30;  // this phase ran at 1 GiB/s: 0.5 s left
+  p.eta_micros = 500'000;
+  p.path = "/data/f";
+  ProgressPrinter::Options o;
+  o.style = ProgressPrinter::Style::kLines;
+  EXPECT_EQ(ProgressPrinter(stderr, o).Format(p),
+            "replay  50% 512.0 MiB/1.0 GiB 1.0 GiB/s /data/f 4.0 s, ETA 0.5 s");
+  const std::string json = ProgressPrinter::FormatJson(p);
+  EXPECT_TRUE(jsoncheck::IsValidJson(json)) << json;
+  EXPECT_EQ(json,
+            "{\"progress\":{\"phase\":\"replay\",\"unit\":\"bytes\",\"done\":536870912,"
+            "\"total\":1073741824,\"rate_per_second\":1073741824,\"eta_us\":500000,"
+            "\"elapsed_us\":4000000,\"path\":\"/data/f\"}}");
 }
 
 }  // namespace
