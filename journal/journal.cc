@@ -19,6 +19,7 @@
 #include "base/status_macros.h"
 #include "journal/lock_holder.h"
 #include "journal/rocksdb_status.h"
+#include "journal/integrity.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -92,7 +93,7 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   // after a WAL error, and an auto-resumed DB could make a failed commit vanish under a
   // caller that still treats it as indeterminate. The listener also vetoes auto recovery.
   o.max_bgerror_resume_count = 0;
-  o.listeners.push_back(std::move(listener));
+  if (listener != nullptr) o.listeners.push_back(std::move(listener));
   o.avoid_flush_during_shutdown = false;
   o.statistics = std::move(statistics);
   // Bounded disk use. Applied transactions are point-deleted; a memtable flush keeps only
@@ -128,6 +129,29 @@ absl::Status ScanTag(rocksdb::DB* db, RecordTag tag, absl::string_view what,
     RETURN_IF_ERROR(fn(ToView(it->key()), ToView(it->value())));
   }
   return FromRocksDb(it->status(), absl::StrCat("scan ", what));
+}
+
+absl::Status InUseError(const std::string& dir, pid_t holder) {
+  return WithErrno(absl::UnavailableError(absl::StrCat(
+                       "journal ", dir, " is in use by process ", holder, " (it holds ", dir,
+                       "/LOCK); stop that process or wait for it to exit")),
+                   EBUSY);
+}
+
+// Before RocksDB opens the journal (journal/integrity.h): a writable open would recover the
+// clean prefix of a damaged WAL, write it to a table file and delete the WAL, the evidence
+// with it. A journal held by a live process is reported as in use (its WAL may be growing).
+absl::Status RefuseDamagedJournal(rocksdb::FileSystem& fs, const rocksdb::Options& db_options,
+                                  const std::string& dir) {
+  absl::Status intact = CheckJournalIntegrity(fs, db_options, dir);
+  if (intact.ok() || intact.code() != absl::StatusCode::kDataLoss) return intact;
+  if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
+  return WithErrno(absl::DataLossError(absl::StrCat(
+                       intact.message(),
+                       ". Nothing was written and the journal is left as found: keep a copy of "
+                       "the directory, then `umap-recover --salvage` replays every record that "
+                       "can still be read")),
+                   EIO);
 }
 
 }  // namespace
@@ -196,11 +220,34 @@ Journal::Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
       db_(db) {}
 
 Journal::~Journal() {
+  FlushAtClose();
   rocksdb::Status s = db_->Close();
   if (!s.ok()) UMAP_LOG(kWarn, "closing journal ", dir_, ": ", s.ToString());
   delete db_;
   // Only now, with RocksDB's LOCK released, may another Journal of this process open it.
   OpenDirs::Release(dir_id_);
+}
+
+void Journal::FlushAtClose() {
+  {
+    absl::MutexLock l(&mu_);
+    // Poisoned (or read-only): nothing more may be written. Nothing written since the open:
+    // the open already moved the recovered log into a table file.
+    if (!WritableLocked().ok() || bytes_written_ == 0) return;
+  }
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  if (rocksdb::Status s = db_->Flush(fo); !s.ok()) {
+    UMAP_LOG(kWarn, "closing journal ", dir_, ": flush failed (", s.ToString(),
+             "); the records stay in its write-ahead log");
+  }
+}
+
+absl::Status Journal::CheckIntegrity(const JournalOptions& options) {
+  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
+  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
+  return CheckJournalIntegrity(*fs, DbOptions(rocks_env.get(), nullptr, nullptr), options.dir);
 }
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& options) {
@@ -226,17 +273,17 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
 
   rocksdb::DB* db = nullptr;
-  const rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  if (options.salvage) {
+    db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords;
+  } else {
+    RETURN_IF_ERROR(RefuseDamagedJournal(*fs, db_options, dir));
+  }
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
   if (!s.ok()) {
     // Safe to probe: no Journal of ours holds the directory (reserved above).
-    if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) {
-      return WithErrno(absl::UnavailableError(absl::StrCat(
-                           "journal ", dir, " is in use by process ", *holder, " (it holds ",
-                           dir, "/LOCK); stop that process or wait for it to exit")),
-                       EBUSY);
-    }
+    if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
     return FromRocksDb(
         s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }

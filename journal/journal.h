@@ -78,6 +78,12 @@ struct JournalOptions {
   // one when a writable reopen fails, so that staged and committed block images stay
   // readable (a failed read is a SIGBUS) until a writable reopen succeeds.
   bool read_only = false;
+  // Open refuses (kDataLoss) a journal whose write-ahead log is damaged with intact records
+  // after the damage (journal/wal_damage.h; a torn tail is normal after a crash and is
+  // recovered). With salvage it opens such a journal anyway and keeps every record that can
+  // be read, before and after the damage (RocksDB's kSkipAnyCorruptedRecords); commits in
+  // the unreadable bytes are lost. Only on the operator's word (umap-recover --salvage).
+  bool salvage = false;
 };
 
 using MappingInfo = MappingRecord;
@@ -132,13 +138,20 @@ class Journal {
   //   kUnavailable         the journal is open elsewhere (message names the directory and,
   //                        when it can be found, the pid holding it), or RocksDB I/O failed;
   //   kFailedPrecondition  the journal was written in a newer format than this build reads;
-  //   kDataLoss            a record is corrupt, or the directory holds another database;
+  //   kDataLoss            a record is corrupt, the directory holds another database, or
+  //                        the write-ahead log is damaged with records after the damage
+  //                        (JournalOptions::salvage; nothing was written);
   //   kInvalidArgument     options.dir is empty;
   //   an Env error         creating the directory failed (kNotFound: no parent).
   // The "in use" errors carry errno EBUSY.
   static absl::StatusOr<std::unique_ptr<Journal>> Open(const JournalOptions& options);
 
-  // Closes RocksDB. Pending transactions stay in the journal for the next Open.
+  // What Open checks before RocksDB touches the directory (journal/integrity.h): OK, or the
+  // kDataLoss that Open returns without options.salvage. Writes nothing.
+  static absl::Status CheckIntegrity(const JournalOptions& options);
+
+  // Closes RocksDB, after flushing its log into a table file if anything was written (WriteCloseMark).
+  // Pending transactions stay in the journal for the next Open.
   // REQUIRES: no other call on this Journal is running.
   ~Journal();
 
@@ -229,6 +242,10 @@ class Journal {
           std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db);
 
   absl::Status Recover(bool keep_staged, bool read_only);
+  // A clean close moves the log into a table file (a RocksDB flush), so that a closed
+  // journal's records are all in block-checksummed tables and none is in a WAL tail, where
+  // damage could not be told from the torn tail of a crash (docs/journal_format.md §8).
+  void FlushAtClose();
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
   // OK, or the poisoned status. Also picks up a background error seen by the listener.

@@ -153,6 +153,7 @@ ExitCode ExitCodeOf(const Report& report) {
     }
   }
   if (!report.journal_status.ok()) code = Worse(code, ExitCodeOf(report.journal_status));
+  if (!report.salvaged.ok()) code = Worse(code, ExitCode::kDataLoss);
   return code;
 }
 
@@ -949,6 +950,12 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
   // Keep the staged records: dry-run and verify must not change the journal, and a replay
   // drops them with each mapping it forgets (so they are counted per mapping).
   jo.keep_staged = true;
+  if (options.salvage) {
+    report.salvaged = journal::Journal::CheckIntegrity(jo);
+    if (!report.salvaged.ok() && !absl::IsDataLoss(report.salvaged)) return report.salvaged;
+    jo.salvage = true;
+    jo.read_only = options.mode != Mode::kReplay;  // a preview writes nothing
+  }
   uint64_t t0 = env->NowMicros();
   ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(jo));
   const uint64_t open_us = env->NowMicros() - t0;

@@ -106,6 +106,12 @@ struct RecoverOptions {
   std::shared_ptr<rocksdb::FileSystem> journal_fs;
   Env* journal_env = nullptr;
   Mode mode = Mode::kReplay;
+  // Recover(options) only: the journal is damaged (an open refuses it with kDataLoss, see
+  // journal/integrity.h) and the operator chose to keep what can be read: every WAL record
+  // before and after the damage (journal::JournalOptions::salvage). Report::salvaged says
+  // what was damaged. Modes other than kReplay open it read-only: they show what a
+  // salvaging replay would do and write nothing.
+  bool salvage = false;
   std::vector<PathRelocation> relocations;
   // Replay into a file whose size differs from the journaled size. Umap never changes a
   // file's size, so a different size means another file or a truncation: refused unless set.
@@ -218,6 +224,9 @@ struct Report {
   uint64_t staged_bytes = 0;
   std::vector<MappingReport> mappings;  // by mapping id; filtered ones left out
   absl::Status journal_status;    // a journal error after the scan (MarkApplied etc.)
+  // RecoverOptions::salvage: the damage the open went past (the kDataLoss an open without
+  // salvage returns), OK when the journal was whole. Not OK counts as data loss (exit 1).
+  absl::Status salvaged;
   uint64_t duration_micros = 0;
   // Where the time went (wall clock, microseconds): reading and CRC-checking the backlog
   // (scan), reading it again to write it (read), file writes, fdatasyncs, MarkApplied.
@@ -233,7 +242,8 @@ enum class ExitCode : int {
   kRefused = 2,     // refused: owner alive, identity/size mismatch, newer or corrupt journal
   kIoError = 3,     // I/O error: journal kept, safe to rerun
 };
-// For a report: the worst of its mappings (kIoError > kRefused > kDataLoss > kOk).
+// For a report: the worst of its mappings (kRefused > kIoError > kDataLoss > kOk), and
+// kDataLoss at least after a salvage that went past damage.
 ExitCode ExitCodeOf(const Report& report);
 // For an error Recover returned instead of a report.
 ExitCode ExitCodeOf(const absl::Status& status);

@@ -507,7 +507,14 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       jo.env = env_;
       jo.fs = options_.journal_fs;
       jo.staged_quota_bytes = options_.journal_staged_quota;
-      ASSIGN_OR_RETURN(journal_, JournalHandle::Open(jo));
+      absl::StatusOr<std::unique_ptr<JournalHandle>> opened = JournalHandle::Open(jo);
+      if (!opened.ok()) {
+        // A damaged journal refuses every writable mapping until an operator looks at it:
+        // say why where the operator will see it (map errors are otherwise only errnos).
+        if (absl::IsDataLoss(opened.status())) UMAP_LOG(kError, opened.status().message());
+        return opened.status();
+      }
+      journal_ = *std::move(opened);
       journal_auto_ = automatic;
     }
     handle = journal_.get();
