@@ -16,8 +16,10 @@
 #include "base/crc32c.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/private_dir.h"
 #include "base/status_macros.h"
 #include "journal/lock_holder.h"
+#include "journal/private_fs.h"
 #include "journal/rocksdb_status.h"
 #include "journal/integrity.h"
 #include "rocksdb/db.h"
@@ -129,6 +131,19 @@ absl::Status ScanTag(rocksdb::DB* db, RecordTag tag, absl::string_view what,
     RETURN_IF_ERROR(fn(ToView(it->key()), ToView(it->value())));
   }
   return FromRocksDb(it->status(), absl::StrCat("scan ", what));
+}
+
+// Whose journal this may be: the effective user's, or, for root only, the named owner's.
+absl::StatusOr<PrivateDirPolicy> OwnerPolicy(const JournalOptions& options) {
+  const uid_t me = ::geteuid();
+  if (!options.owner.has_value() || *options.owner == me) return PrivateDirPolicy{me};
+  if (me != 0) {
+    return WithErrno(absl::PermissionDeniedError(absl::StrCat(
+                         "journal ", options.dir, ": only root may work on the journal of "
+                         "another user (uid ", *options.owner, "); you are uid ", me)),
+                     EPERM);
+  }
+  return PrivateDirPolicy{*options.owner, /*root_for_other=*/true};
 }
 
 absl::Status InUseError(const std::string& dir, pid_t holder) {
@@ -243,6 +258,11 @@ void Journal::FlushAtClose() {
   }
 }
 
+absl::Status Journal::CheckOwner(const JournalOptions& options) {
+  ASSIGN_OR_RETURN(const PrivateDirPolicy owner, OwnerPolicy(options));
+  return CheckPrivateDir(options.dir, owner);
+}
+
 absl::Status Journal::CheckIntegrity(const JournalOptions& options) {
   std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
   if (fs == nullptr) fs = rocksdb::FileSystem::Default();
@@ -255,6 +275,11 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   if (dir.empty()) return absl::InvalidArgumentError("journal directory not set");
   Env* env = options.env != nullptr ? options.env : Env::Default();
   if (!options.read_only) RETURN_IF_ERROR(env->CreateDir(dir, 0700));
+  ASSIGN_OR_RETURN(const PrivateDirPolicy owner, OwnerPolicy(options));
+  RETURN_IF_ERROR(CheckPrivateDir(dir, owner));
+  // Root working on another user's journal leaves the files it creates to that user.
+  const std::optional<uid_t> give_to =
+      owner.root_for_other ? std::optional<uid_t>(owner.owner) : std::nullopt;
   ASSIGN_OR_RETURN(FileIdentity id, env->IdentifyPath(dir));
   const DirId dir_id(id.device, id.inode);
   if (!OpenDirs::Reserve(dir_id)) {
@@ -265,8 +290,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   }
   absl::Cleanup unreserve = [dir_id] { OpenDirs::Release(dir_id); };
 
-  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
-  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::shared_ptr<rocksdb::FileSystem> fs = std::make_shared<PrivateFs>(
+      options.fs != nullptr ? options.fs : rocksdb::FileSystem::Default(), give_to);
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   auto listener = std::make_shared<Listener>();
   std::shared_ptr<rocksdb::Statistics> statistics = rocksdb::CreateDBStatistics();

@@ -56,10 +56,14 @@ class WriteBatch;
 namespace umap::journal {
 
 struct JournalOptions {
-  // The journal directory. Created with mode 0700 if missing (its parent must exist); an
-  // existing directory keeps its mode. Must be a local directory: RocksDB's LOCK in it
-  // keeps a second process out.
+  // The journal directory. Created with mode 0700 if missing (its parent must exist). It
+  // must belong to `owner`, nobody else may be able to change it or a directory above it,
+  // and it is made 0700 and its files 0600 (base/private_dir.h: CheckPrivateDir). Must be a
+  // local directory: RocksDB's LOCK in it keeps a second process out.
   std::string dir;
+  // Who must own the journal: the effective user (unset), or, for root only, the uid of the
+  // user whose journal root was told to work on (umap-recover --owner).
+  std::optional<uid_t> owner;
   // Carries every journal byte: the RocksDB instance reaches it through
   // rocksdb::NewCompositeEnv(fs). Null = rocksdb::FileSystem::Default(). Fault injection
   // passes a rocksdb::FileSystemWrapper here.
@@ -142,9 +146,15 @@ class Journal {
   //                        the write-ahead log is damaged with records after the damage
   //                        (JournalOptions::salvage; nothing was written);
   //   kInvalidArgument     options.dir is empty;
+  //   kPermissionDenied    the directory is not private to its owner (errno EPERM), or
+  //                        options.owner names another user and the caller is not root;
   //   an Env error         creating the directory failed (kNotFound: no parent).
   // The "in use" errors carry errno EBUSY.
   static absl::StatusOr<std::unique_ptr<Journal>> Open(const JournalOptions& options);
+
+  // What Open checks first: that the existing directory options.dir is private to its
+  // owner (JournalOptions::dir, ::owner). OK or kPermissionDenied; other errors: errno.
+  static absl::Status CheckOwner(const JournalOptions& options);
 
   // What Open checks before RocksDB touches the directory (journal/integrity.h): OK, or the
   // kDataLoss that Open returns without options.salvage. Writes nothing.

@@ -947,6 +947,11 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
     if (absl::IsNotFound(dir.status())) return missing(dir.status().message());
     return dir.status();
   }
+  journal::JournalOptions jo;
+  jo.dir = options.journal_dir;
+  jo.owner = options.journal_owner;
+  // Whose journal it is, before anything in it is looked at.
+  RETURN_IF_ERROR(journal::Journal::CheckOwner(jo));
   absl::StatusOr<FileIdentity> current = jenv->IdentifyPath(options.journal_dir + "/CURRENT");
   if (!current.ok()) {
     if (absl::IsNotFound(current.status())) {
@@ -955,8 +960,6 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
     return current.status();
   }
 
-  journal::JournalOptions jo;
-  jo.dir = options.journal_dir;
   jo.fs = options.journal_fs;
   jo.env = jenv;
   // Keep the staged records: dry-run and verify must not change the journal, and a replay

@@ -47,6 +47,8 @@
 #ifndef UMAP_RECOVERY_RECOVERY_H_
 #define UMAP_RECOVERY_RECOVERY_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -99,6 +101,9 @@ struct RecoverOptions {
   // allow_missing_journal (then a missing or empty directory is "nothing to do").
   std::string journal_dir;
   bool allow_missing_journal = false;
+  // Recover(options) only: root confirms that the journal is user `journal_owner`'s
+  // (journal::JournalOptions::owner). Unset: it must be the caller's own.
+  std::optional<uid_t> journal_owner;
   // Carries every byte of the target files. Null = Env::Default(). Not owned.
   Env* env = nullptr;
   // Recover(options) only: the journal's RocksDB file system (null = default) and the Env

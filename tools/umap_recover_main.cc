@@ -42,6 +42,7 @@ int Main(int argc, char** argv) {
   std::string journal_dir;
   bool dry_run = false, json = false, accept_size = false, verify_after = false;
   bool missing_ok = false, quiet = false, salvage = false;
+  int64_t owner = -1;
   std::vector<std::string> force_paths;
   std::string only, progress = "auto";
   uint64_t checkpoint_mib = 256;
@@ -73,6 +74,12 @@ int Main(int argc, char** argv) {
   app.add_flag("--missing-ok", missing_ok,
                "A missing journal directory is 'nothing to do' (exit 0), not a refusal");
   app.add_flag("-q,--quiet", quiet, "Print nothing when the exit code is 0");
+  app.add_option("--owner", owner,
+                 "Root only: the journal belongs to user UID, and root may replay it (its "
+                 "records decide which files are written). Without it a journal of another "
+                 "user is refused")
+      ->type_name("UID")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--salvage", salvage,
                "The journal is damaged (a refusal said so): keep every record that can still "
                "be read, before and after the damage; commits in the unreadable bytes are "
@@ -107,6 +114,15 @@ int Main(int argc, char** argv) {
                                      : recovery::Mode::kDryRun;
   o.accept_size_change = accept_size;
   o.salvage = salvage;
+  if (owner >= 0) {
+    if (::geteuid() != 0 && static_cast<uid_t>(owner) != ::geteuid()) {
+      std::fprintf(stderr, "umap-recover: --owner %lld: only root may work on the journal of "
+                           "another user (you are uid %u)\n",
+                   static_cast<long long>(owner), ::geteuid());
+      return static_cast<int>(recovery::ExitCode::kRefused);
+    }
+    o.journal_owner = static_cast<uid_t>(owner);
+  }
   o.verify_after_replay = verify_after;
   o.checkpoint_bytes = checkpoint_mib << 20;
   for (const std::string& spec : force_paths) {
