@@ -186,14 +186,20 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
   if (!io.ok()) return FromRocksDb(io, absl::StrCat("list journal ", dir));
   const bool has_current = std::find(children.begin(), children.end(), "CURRENT") != children.end();
   if (!has_current) {
+    // RocksDB creates a database's first MANIFEST, then CURRENT: a MANIFEST alone (and an
+    // empty log) is a creation that failed, before anything was written. A table file or a
+    // log with bytes is data that an open would lose (it starts an empty database).
     for (const std::string& name : children) {
-      if (absl::StartsWith(name, "MANIFEST-") || absl::EndsWith(name, ".sst") ||
-          absl::EndsWith(name, ".log")) {
+      if (!absl::EndsWith(name, ".sst") && !absl::EndsWith(name, ".log")) continue;
+      uint64_t size = 0;
+      io = fs.GetFileSize(absl::StrCat(dir, "/", name), rocksdb::IOOptions(), &size, nullptr);
+      if (!io.ok() && !io.IsNotFound()) return FromRocksDb(io, absl::StrCat("stat ", name));
+      if (size > 0) {
         return Lost(dir, absl::StrCat("its CURRENT file is missing while ", name,
-                                      " is there (RocksDB would start an empty database)"));
+                                      " holds data (RocksDB would start an empty database)"));
       }
     }
-    return absl::OkStatus();  // a new journal
+    return absl::OkStatus();  // a new journal, or one whose creation failed
   }
   absl::StatusOr<Census> census = TakeCensus(options, dir);
   if (!census.ok()) return census.status();

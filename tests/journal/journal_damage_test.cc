@@ -213,5 +213,28 @@ RC_GTEST_PROP(JournalDamage, IsRecoveredFullyOrReportedNeverSilentlyShort, ()) {
   for (size_t i = 0; i < pending->size(); ++i) RC_ASSERT((*pending)[i] == committed[i]);
 }
 
+// RocksDB writes a new database's first MANIFEST before its CURRENT: a MANIFEST alone is a
+// creation that failed (an injected ENOSPC on the first open) and opens as a new journal.
+// Data without a CURRENT (a table file) is a journal RocksDB would silently start over.
+TEST(JournalDamageTest, AMissingCurrentIsDamageOnlyWhenThereIsData) {
+  JournalFixture fx;
+  const std::string dir = fx.Options().dir;
+  std::filesystem::create_directory(dir);
+  std::ofstream(dir + "/MANIFEST-000001") << "";
+  fx.OpenJournal();
+  ASSERT_NE(fx.journal_, nullptr);
+  absl::StatusOr<uint64_t> m = fx.journal_->RegisterMapping(FileIdentity{"/f", 1, 2, 1 << 20},
+                                                            kBlockSize, Policy::kAtomic,
+                                                            Contents::kData);
+  ASSERT_OK(m.status());
+  ASSERT_OK(fx.CommitBlocks(*m, {{0, 'a'}}).status());
+  fx.journal_.reset();  // the close flushes: the commit is in a table file
+  ASSERT_FALSE(FilesOf(dir, Target::kTable).empty());
+  std::filesystem::remove(dir + "/CURRENT");
+  absl::StatusOr<std::unique_ptr<Journal>> j = Journal::Open(fx.Options());
+  EXPECT_THAT(j.status(), umap::testing::StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(std::string(j.status().message()), ::testing::HasSubstr("CURRENT file is missing"));
+}
+
 }  // namespace
 }  // namespace umap::journal
