@@ -98,7 +98,7 @@ absl::Status FileReplay::Write(const ImageBatch& b) {
     const uint64_t first_lsn = g_->plan.txns()[first.txn].lsn;
     const uint64_t last_lsn = g_->plan.txns()[b.pieces.back().txn].lsn;
     FailGroup(g_, Problem::kIo,
-              absl::Status(s.code(), absl::StrCat(
+              Reword(s, absl::StrCat(
                                          "replay of LSN ", first_lsn,
                                          last_lsn == first_lsn ? "" : absl::StrCat("..", last_lsn),
                                          " (mapping ", ReportOf(first.txn).mapping.id, ", ",
@@ -161,7 +161,7 @@ absl::Status FileReplay::Checkpoint(uint64_t txns_done) {
       // Never retry a failed fdatasync: the kernel may have dropped the pages. The
       // transactions stay pending; the next run writes them again.
       FailGroup(g_, Problem::kIo,
-                absl::Status(s.code(), absl::StrCat(s.message(), "; the transactions since the "
+                Reword(s, absl::StrCat(s.message(), "; the transactions since the "
                                                                  "last checkpoint stay pending; "
                                                                  "safe to rerun")));
       return s;
@@ -212,7 +212,7 @@ absl::Status FileReplay::Mark(uint64_t txns_done) {
                                        std::memory_order_relaxed);
   if (!s.ok()) {
     FailGroup(g_, Problem::kJournal,
-              absl::Status(s.code(), absl::StrCat("the file is synced, but marking its "
+              Reword(s, absl::StrCat("the file is synced, but marking its "
                                                   "transactions applied failed: ",
                                                   s.message(), "; safe to rerun")));
     return s;
@@ -241,7 +241,7 @@ absl::Status FileReplay::StopAt(const absl::Status& error, uint64_t error_txn,
                                "it; LSN ", lsn, " and the transactions after it stay in the journal")
                 : std::string("nothing was written");
   FailGroup(g_, damaged ? Problem::kCorruptRecord : Problem::kIo,
-            absl::Status(error.code(),
+            Reword(error,
                          damaged ? absl::StrCat("committed transaction LSN ", lsn,
                                                 " is damaged (", error.message(), "); ", outcome,
                                                 ". Keep a copy of the journal and of the file "

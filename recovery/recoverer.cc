@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/log.h"
+#include "base/posix_error.h"
 #include "base/status_macros.h"
 #include "recovery/block_classifier.h"
 #include "recovery/target_check.h"
@@ -159,7 +160,7 @@ bool Recoverer::RefuseTogether(FileGroup* g) {
   for (MappingWork* w : g->members) {
     if (w == refused) continue;
     Refuse(w, refused->report->problem,
-           absl::Status(refused->report->status.code(),
+           Reword(refused->report->status,
                         absl::StrCat("another mapping of the same file was refused: ",
                                      refused->report->status.message())));
   }
@@ -269,7 +270,7 @@ bool Recoverer::Classify(FileGroup* g) {
   g->plan.DropVersions();
   if (!s.ok()) {
     FailGroup(g, Problem::kIo,
-              absl::Status(s.code(), absl::StrCat("read ", g->path, ": ", s.message(),
+              Reword(s, absl::StrCat("read ", g->path, ": ", s.message(),
                                                   "; nothing written; safe to rerun")));
     return false;
   }

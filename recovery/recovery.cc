@@ -105,12 +105,24 @@ ExitCode Worse(ExitCode a, ExitCode b) { return Rank(a) >= Rank(b) ? a : b; }
 }  // namespace
 
 ExitCode ExitCodeOf(const absl::Status& status) {
+  if (status.ok()) return ExitCode::kOk;
+  // Corruption is a refusal whatever errno it carries (RocksDB's come with EIO).
+  if (absl::IsDataLoss(status)) return ExitCode::kRefused;
+  // A system call's error: by its errno, not by the code ErrnoToStatus picked for it.
+  if (HasErrno(status)) {
+    switch (ClassifyErrno(ErrnoFromStatus(status))) {
+      case ErrnoClass::kTransient:
+      case ErrnoClass::kNoSpace:
+        return ExitCode::kIoError;
+      case ErrnoClass::kDenied:
+      case ErrnoClass::kMissing:
+      case ErrnoClass::kBusy:
+      case ErrnoClass::kInvalid:
+        return ExitCode::kRefused;
+    }
+  }
+  // Our own statuses, which carry no errno: by code.
   switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return ExitCode::kOk;
-    case absl::StatusCode::kUnavailable:
-      // The journal is held by a live process: refused. Any other kUnavailable is I/O.
-      return ErrnoFromStatus(status) == EBUSY ? ExitCode::kRefused : ExitCode::kIoError;
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kDataLoss:
@@ -145,6 +157,7 @@ ExitCode ExitCodeOf(const Report& report) {
     }
   }
   if (!report.journal_status.ok()) code = Worse(code, ExitCodeOf(report.journal_status));
+  if (!report.salvaged.ok()) code = Worse(code, ExitCode::kDataLoss);
   return code;
 }
 
@@ -186,6 +199,11 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
     if (absl::IsNotFound(dir.status())) return missing(dir.status().message());
     return dir.status();
   }
+  journal::JournalOptions jo;
+  jo.dir = options.journal_dir;
+  jo.owner = options.journal_owner;
+  // Whose journal it is, before anything in it is looked at.
+  RETURN_IF_ERROR(journal::Journal::CheckPrivate(jo));
   absl::StatusOr<FileIdentity> current = jenv->IdentifyPath(options.journal_dir + "/CURRENT");
   if (!current.ok()) {
     if (absl::IsNotFound(current.status())) {
@@ -194,8 +212,6 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
     return current.status();
   }
 
-  journal::JournalOptions jo;
-  jo.dir = options.journal_dir;
   jo.fs = options.journal_fs;
   jo.env = jenv;
   // Keep the staged records: dry-run and verify must not change the journal, and a replay
@@ -203,6 +219,12 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
   jo.keep_staged = true;
   // This run reads and then deletes the backlog: compacting it meanwhile is wasted work.
   jo.defer_compaction = true;
+  if (options.salvage) {
+    report.salvaged = journal::Journal::CheckIntegrity(jo);
+    if (!report.salvaged.ok() && !absl::IsDataLoss(report.salvaged)) return report.salvaged;
+    jo.salvage = true;
+    jo.read_only = options.mode != Mode::kReplay;  // a preview writes nothing
+  }
   uint64_t t0 = env->NowMicros();
   ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(jo));
   const uint64_t open_us = env->NowMicros() - t0;

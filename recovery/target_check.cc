@@ -74,7 +74,7 @@ void CheckTarget(MappingWork* w, const RecoverOptions& options, Env* env) {
                                                       ": ", found.status().message(), kept)));
     } else {
       Refuse(w, Problem::kIo,
-             absl::Status(found.status().code(),
+             Reword(found.status(),
                           absl::StrCat("mapping ", m.id, ": stat ", where, ": ",
                                        found.status().message(), kept, "; safe to rerun")));
     }
@@ -115,7 +115,7 @@ absl::Status OpenTarget(FileGroup* g, Mode mode, Env* env) {
                     "are kept. Make the file writable (or remount read-write) and rerun")));
     } else {
       FailGroup(g, Problem::kIo,
-                absl::Status(f.status().code(), absl::StrCat("open ", g->path, ": ",
+                Reword(f.status(), absl::StrCat("open ", g->path, ": ",
                                                              f.status().message(),
                                                              "; nothing written; safe to rerun")));
     }
