@@ -263,7 +263,15 @@ Journal::~Journal() {
   rocksdb::Status s = db_->Close();
   if (!s.ok()) UMAP_LOG(kWarn, "closing journal ", dir_, ": ", s.ToString());
   delete db_;
-  if (fence_ != nullptr) fence_->Release();
+  bool clean = s.ok();
+  {
+    absl::MutexLock l(&mu_);
+    clean = clean && poison_.ok();
+  }
+  // Only a clean close marks the owner record closed. A journal that failed (a write error,
+  // a lost disk) is left as a dead owner leaves it: the next owner logs the takeover, and
+  // nothing is written into a directory whose file system just refused writes.
+  if (fence_ != nullptr && clean) fence_->Release();
   // Only now, with RocksDB's LOCK released, may another Journal of this process open it.
   OpenDirs::Release(dir_id_);
 }

@@ -148,16 +148,17 @@ absl::StatusOr<std::unique_ptr<JournalFence>> JournalFence::Acquire(const std::s
   OwnerRecord mine;
   if (expected_epoch != 0) {
     // A reopen of the journal this process owns: only if nobody took it over meanwhile.
+    // Every other owner's open writes a later epoch, so the epoch alone tells. The process
+    // may look different now (restored by CRIU: a new start time, perhaps another host),
+    // and the record takes its new identity.
     mine = ThisProcess(expected_epoch);
-    if (!prev.ok() || !prev->has_value() || !(*prev)->SameOwner(mine)) {
+    if (!prev.ok() || !prev->has_value() || (*prev)->epoch != expected_epoch) {
       return WithErrno(absl::FailedPreconditionError(absl::StrCat(
                            "journal ", dir, " was taken over by ", Describe(prev),
                            "; this process (epoch ", expected_epoch,
                            ") writes nothing more into it or its files")),
                        ESTALE);
     }
-    mine = **prev;
-    mine.open = true;
   } else {
     const uint64_t last = prev.ok() && prev->has_value() ? (*prev)->epoch : 0;
     mine = ThisProcess(last + 1);

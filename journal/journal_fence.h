@@ -14,7 +14,9 @@
 //   1. takes an open-file-description write lock on byte 0 of UMAP-OWNER, the owner lock
 //      (held until Release or death: EBUSY naming the record's owner when another holds it);
 //   2. reads the record; a reopen by the runtime that owns epoch E (expected_epoch) must
-//      find E and itself, else it is fenced and takes nothing;
+//      find E (every other owner's open writes a later one), else it is fenced and takes
+//      nothing; it writes E with its identity of now (a process restored from a checkpoint
+//      has a new start time, perhaps another host);
 //   3. otherwise writes epoch E+1 with its own identity and fdatasyncs it, before anything
 //      else is written into the directory (a takeover is logged when the previous owner had
 //      not closed).

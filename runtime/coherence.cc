@@ -171,6 +171,27 @@ absl::StatusOr<std::unique_ptr<Coherence>> Coherence::Establish(
 
 absl::Status Coherence::TakeLocks(int fd) {
   ASSIGN_OR_RETURN(locks_, OfdLockFile::Reopen(fd, /*write=*/true));
+  RETURN_IF_ERROR(LockHeldRanges());
+  ASSIGN_OR_RETURN(probe_, OfdLockFile::Reopen(fd, /*write=*/false));
+  return absl::OkStatus();
+}
+
+void Coherence::ReleaseForCheckpoint() {
+  if (locks_ == nullptr) return;
+  if (!record_id_.empty()) locks_->RemoveOwnerRecord(record_id_).IgnoreError();
+  record_id_.clear();
+  if (absl::Status s = locks_->Unlock(0, 0); !s.ok()) {
+    UMAP_LOG(kWarn, "umap: ", file_, ": releasing the partitioned-write locks for a checkpoint: ",
+             s.ToString());
+  }
+}
+
+absl::Status Coherence::RelockAfterCheckpoint() {
+  if (locks_ == nullptr) return absl::OkStatus();
+  return LockHeldRanges();
+}
+
+absl::Status Coherence::LockHeldRanges() {
   for (const umap_range& r : locked_) {
     absl::StatusOr<std::optional<LockConflict>> conflict =
         locks_->TryLock(r.offset, r.length, /*exclusive=*/true);
@@ -183,12 +204,11 @@ absl::Status Coherence::TakeLocks(int fd) {
                                  " is held by ", Holder(*locks_, **conflict),
                                  " (one writer per block: docs/consistency.md)"))
                            : conflict.status();
-      locks_.reset();  // closing the description releases what was taken
+      locks_->Unlock(0, 0).IgnoreError();  // what was taken; closing would do it too
       UMAP_LOG(kError, s.message());  // the caller of the C API sees only the errno
       return s;
     }
   }
-  ASSIGN_OR_RETURN(probe_, OfdLockFile::Reopen(fd, /*write=*/false));
   static std::atomic<uint64_t> seq{0};
   const std::string id = absl::StrCat(HostName(), ".", ::getpid(), ".", seq.fetch_add(1));
   if (absl::Status s = locks_->SetOwnerRecord(id, RecordValue(locked_)); s.ok()) {

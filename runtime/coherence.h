@@ -77,6 +77,12 @@ class Coherence {
   // drop locks, e.g. when it loses contact with this node). Once a lock was found lost the
   // mapping writes nothing more: every later call fails the same way (ENOLCK).
   absl::Status CheckHeld();
+  // A checkpoint: CRIU refuses to dump a process that holds file locks, so a quiesce drops
+  // the partitioned-write locks (and the owner record), keeping the descriptions open; the
+  // resume takes them again: EBUSY, naming the holder, when another writer took a range
+  // meanwhile (the runtime is then fenced: that writer may have changed the blocks).
+  void ReleaseForCheckpoint();
+  absl::Status RelockAfterCheckpoint();
   bool checks_writes() const { return mode_ == UMAP_COHERENCE_PARTITIONED_WRITE && probe_; }
 
   // Mapping blocks (relative to the mapping's first) where Protect changed the protection:
@@ -100,6 +106,7 @@ class Coherence {
         map_end_(map_end),
         block_size_(block_size) {}
   absl::Status TakeLocks(int fd);
+  absl::Status LockHeldRanges();  // on locks_, each of locked_; on a conflict none stays
   // A message naming who holds `c`: the file system's pid, else the owner records (read
   // through `file`) that overlap it, else that nothing names the holder.
   std::string Holder(OfdLockFile& file, const LockConflict& c) const;

@@ -40,6 +40,13 @@ class GuardedWriteBack final : public WriteBack {
     return inner_->Sync(images, first, end);
   }
   absl::Status Close() override { return inner_->Close(); }
+  absl::Status Drain() override { return inner_->Drain(); }
+  // The writes are the inner sink's: it must see every I/O manager (a resume starts a new
+  // one).
+  void set_io(io::IoManager* io) override {
+    WriteBack::set_io(io);
+    inner_->set_io(io);
+  }
   WriteBack* inner() { return inner_.get(); }
 
  private:

@@ -234,6 +234,9 @@ class Runtime {
   void AbortQuiesce(const std::vector<Mapping*>& maps, bool detached);
   void Evacuate(const std::vector<Mapping*>& maps);
   absl::Status RegisterAgain(const std::vector<Mapping*>& maps);
+  // Takes each mapping's partitioned-write locks again (ESTALE: another writer took one).
+  absl::Status RelockAfterRestore(const std::vector<Mapping*>& maps)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   absl::Status ValidateAfterRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   void Fence(const std::vector<Mapping*>& maps, const absl::Status& why);
   void ReopenGate();

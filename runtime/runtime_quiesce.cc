@@ -253,6 +253,10 @@ absl::Status Runtime::Quiesce() {
     UMAP_LOG(kWarn, "quiesce failed, running on: ", s.ToString());
     return Annotate(s, "umap_quiesce");
   }
+  // Last: CRIU refuses to dump a process holding file locks. Nothing writes from here on.
+  for (Mapping* m : maps) {
+    if (m->coherence() != nullptr) m->coherence()->ReleaseForCheckpoint();
+  }
   state_.store(static_cast<uint32_t>(RuntimeState::kQuiesced), std::memory_order_release);
   UMAP_LOG(kInfo, "quiesced for a checkpoint: ", maps.size(),
            " mappings written back and made inaccessible; userfaultfd, io_uring and journal "
@@ -343,6 +347,25 @@ absl::Status Runtime::ValidateAfterRestore() {
   return absl::OkStatus();
 }
 
+absl::Status Runtime::RelockAfterRestore(const std::vector<Mapping*>& maps) {
+  for (size_t i = 0; i < maps.size(); ++i) {
+    Coherence* c = maps[i]->coherence();
+    absl::Status s = c != nullptr ? c->RelockAfterCheckpoint() : absl::OkStatus();
+    if (s.ok()) continue;
+    for (size_t k = 0; k < i; ++k) {
+      if (maps[k]->coherence() != nullptr) maps[k]->coherence()->ReleaseForCheckpoint();
+    }
+    // Another writer holds a range this mapping writes: it may have changed those blocks.
+    if (ErrnoFromStatus(s) == EBUSY) {
+      return PosixError(ESTALE, absl::StrCat("another writer took a partitioned-write range "
+                                             "of ", maps[i]->file()->name(),
+                                             " during the checkpoint: ", s.message()));
+    }
+    return s;
+  }
+  return absl::OkStatus();
+}
+
 void Runtime::Fence(const std::vector<Mapping*>& maps, const absl::Status& why) {
   state_.store(static_cast<uint32_t>(RuntimeState::kFenced), std::memory_order_release);
   UMAP_LOG(kError, "resume refused, runtime fenced: ", why.message(), ". It will not write to ",
@@ -361,16 +384,22 @@ absl::Status Runtime::Resume() {
   }
   const std::vector<Mapping*> maps = LiveMappings();
   bool reopened = false;
+  absl::Status reopen;
   {
     absl::MutexLock l(&mu_);
     if (journal_ != nullptr && journal_->suspended()) {
-      if (absl::Status s = journal_->Resume(env_); !s.ok()) {
-        return Annotate(s, "umap_resume: reopening the journal");
-      }
-      reopened = true;
+      reopen = journal_->Resume(env_);
+      reopened = reopen.ok();
     }
   }
-  if (absl::Status s = ValidateAfterRestore(); !s.ok()) {
+  if (!reopen.ok()) {
+    // ESTALE: another process took the journal over while this one was checkpointed.
+    if (ErrnoFromStatus(reopen) == ESTALE) Fence(maps, reopen);
+    return Annotate(reopen, "umap_resume: reopening the journal");
+  }
+  absl::Status valid = ValidateAfterRestore();
+  if (valid.ok()) valid = RelockAfterRestore(maps);
+  if (absl::Status s = valid; !s.ok()) {
     {
       // Stale or not, the journal is not this runtime's to hold now: a fenced runtime
       // never writes again, and a transient failure is retried with a fresh open.

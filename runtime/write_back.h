@@ -76,7 +76,7 @@ class WriteBack {
   // The I/O manager that carries this sink's writes to the file (merged, and concurrent
   // with io_uring). Set once by the runtime before the first write; without one, writes
   // are issued one merged run at a time.
-  void set_io(io::IoManager* io) { io_ = io; }
+  virtual void set_io(io::IoManager* io) { io_ = io; }
 
  protected:
   // Writes `images` (ascending blocks, each at most once) to `file`: adjacent blocks merge
