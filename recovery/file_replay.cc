@@ -35,6 +35,7 @@ absl::Status FileReplay::Run() {
   po.batch_bytes = context_.batch_bytes;
   po.readers = context_.options->read_threads;
   po.readahead_bytes = context_.options->readahead_bytes;
+  po.check_oversize_rounds = writing();
   ImagePrefetcher prefetcher(*context_.journal, g_->plan, context_.env, po);
   absl::Cleanup count_reads = [&] {
     context_.counters->read_us.fetch_add(prefetcher.busy_micros(), std::memory_order_relaxed);
@@ -63,8 +64,8 @@ absl::Status FileReplay::Run() {
 
 absl::Status FileReplay::Write(const ImageBatch& b) {
   if (b.pieces.empty()) return absl::OkStatus();
-  // Each offset appears once in the whole replay (newest versions only), so the pieces of
-  // a batch never overlap; sorted by offset, neighbours in the file that are neighbours in
+  // A batch holds images of one round, and each offset appears once in a round (its newest
+  // version there), so the pieces of a batch never overlap; sorted by offset, neighbours in the file that are neighbours in
   // the buffer too become one piece (fewer iovecs), up to the engine's largest write.
   std::vector<WritePiece> pieces;
   pieces.reserve(b.pieces.size());
@@ -230,15 +231,16 @@ absl::Status FileReplay::Mark(uint64_t txns_done) {
 
 absl::Status FileReplay::StopAt(const absl::Status& error, uint64_t error_txn,
                                 uint64_t txns_done) {
-  // What was written before the damaged record is committed and the newest of its blocks:
-  // keep it (sync, mark the transactions it completes). A failure here is recorded first.
+  // The rounds before the damaged record's are written whole, and none of its round is: keep
+  // them (sync, mark their transactions). A failure here is recorded first.
   if (writing()) RETURN_IF_ERROR(Checkpoint(txns_done));
   const bool damaged = absl::IsDataLoss(error);
   const uint64_t lsn = g_->plan.txns()[error_txn].lsn;
   const std::string outcome =
       writing() ? absl::StrCat("the replay of ", g_->path,
-                               " stopped there: the images before it are written, none after "
-                               "it; LSN ", lsn, " and the transactions after it stay in the journal")
+                               " stopped before the replay round that holds it: the file is as "
+                               "the transactions before LSN ", g_->plan.txns()[txns_done].lsn,
+                               " left it, and those from there on stay in the journal")
                 : std::string("nothing was written");
   FailGroup(g_, damaged ? Problem::kCorruptRecord : Problem::kIo,
             Reword(error,

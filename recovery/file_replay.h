@@ -11,7 +11,7 @@
 // Errors are recorded in the reports of the file's mappings (Refuse) and returned:
 //   a write or fdatasync error: kIoError, nothing marked since the last checkpoint;
 //   a damaged image (kDataLoss from the reader): kRefused, Problem::kCorruptRecord, after a
-//     checkpoint of what was written before it;
+//     checkpoint of the rounds before its round (nothing of its round is written);
 //   MarkApplied failing: kIoError, Problem::kJournal.
 //
 // Thread safety: one FileReplay per file; replays of different files may run at once

@@ -8,7 +8,7 @@ namespace umap::recovery {
 
 ImagePrefetcher::ImagePrefetcher(journal::Journal& journal, const ReplayPlan& plan, Env* env,
                                  const Options& options)
-    : plan_(plan), env_(env), options_(options) {
+    : journal_(journal), plan_(plan), env_(env), options_(options) {
   uint64_t largest = 1;
   for (const PlanEntry& e : plan.entries()) largest = std::max<uint64_t>(largest, e.length);
   constexpr size_t kAlign = ImageBatch::kAlign;
@@ -41,30 +41,31 @@ ImagePrefetcher::~ImagePrefetcher() {
 }
 
 void ImagePrefetcher::CutSegments(size_t capacity) {
-  // Each segment holds at most `capacity` bytes of images. With mappings of different block
-  // sizes in one file, two block ranges may overlap without being equal: a segment then
-  // never spans two transactions, so that the writes of one batch never overlap (they are
-  // issued together) and batches, written one after the other, keep the LSN order.
+  // A round that is not oversize fits one buffer (the plan cut it so); an oversize one is
+  // cut wherever its next image would overflow the buffer, and only its last segment
+  // completes it (txns_done).
   const std::vector<PlanTxn>& txns = plan_.txns();
-  segments_.assign(1, Segment{});
-  uint64_t bytes = 0;
-  auto cut = [&](uint64_t t, uint64_t k) {
-    segments_.back().txns_done = t;
-    segments_.push_back({t, k, 0});
-    bytes = 0;
-  };
-  for (uint64_t t = 0; t < txns.size(); ++t) {
-    if (plan_.mixed_block_sizes() && bytes > 0) cut(t, 0);
-    const PlanTxn& pt = txns[t];
-    if (pt.contents != journal::Contents::kData) continue;
-    for (uint64_t k = 0; k < pt.entries; ++k) {
-      if (!plan_.newest(pt.first_entry + k)) continue;
-      const uint32_t length = plan_.entries()[pt.first_entry + k].length;
-      if (bytes > 0 && bytes + length > capacity) cut(t, k);
-      bytes += length;
+  segments_.clear();
+  for (uint64_t r = 0; r < plan_.rounds().size(); ++r) {
+    const PlanRound& round = plan_.rounds()[r];
+    segments_.push_back({round.first_txn, 0, round.first_txn, r, round.oversize});
+    uint64_t bytes = 0;
+    for (uint64_t t = round.first_txn; round.oversize && t < round.end_txn; ++t) {
+      const PlanTxn& pt = txns[t];
+      if (pt.contents != journal::Contents::kData) continue;
+      for (uint64_t k = 0; k < pt.entries; ++k) {
+        if (!plan_.newest(pt.first_entry + k)) continue;
+        const uint32_t length = plan_.entries()[pt.first_entry + k].length;
+        if (bytes > 0 && bytes + length > capacity) {
+          segments_.push_back({t, k, round.first_txn, r, false});
+          bytes = 0;
+        }
+        bytes += length;
+      }
     }
+    segments_.back().txns_done = round.end_txn;
   }
-  segments_.back().txns_done = txns.size();
+  if (segments_.empty()) segments_.push_back({});  // one empty, last batch
 }
 
 ImageBatch* ImagePrefetcher::Next() {
@@ -109,6 +110,28 @@ void ImagePrefetcher::Read(size_t first_segment, journal::PendingReader* reader)
   }
 }
 
+absl::Status ImagePrefetcher::CheckRound(uint64_t round, uint64_t* bad_txn) {
+  const PlanRound& r = plan_.rounds()[round];
+  journal::PendingReaderOptions ro;
+  ro.readahead_bytes = options_.readahead_bytes;
+  std::unique_ptr<journal::PendingReader> reader = journal_.NewPendingReader(ro);
+  for (uint64_t t = r.first_txn; t < r.end_txn; ++t) {
+    const PlanTxn& pt = plan_.txns()[t];
+    if (pt.contents != journal::Contents::kData) continue;
+    for (uint64_t e = pt.first_entry; e < pt.first_entry + pt.entries; ++e) {
+      if (!plan_.newest(e)) continue;
+      const PlanEntry& pe = plan_.entries()[e];
+      absl::StatusOr<absl::string_view> image =
+          reader->ReadImage(pt.lsn, journal::TxnBlock{pe.block, pe.length, pe.crc});
+      if (!image.ok()) {
+        *bad_txn = t;
+        return image.status();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 void ImagePrefetcher::Fill(size_t s, journal::PendingReader& reader, ImageBatch* b) {
   b->pieces.clear();
   b->bytes = 0;
@@ -116,6 +139,22 @@ void ImagePrefetcher::Fill(size_t s, journal::PendingReader& reader, ImageBatch*
   const std::vector<PlanTxn>& txns = plan_.txns();
   const Segment& seg = segments_[s];
   const bool final = s + 1 == segments_.size();
+  const uint64_t round_start = plan_.rounds().empty() ? 0 : plan_.rounds()[seg.round].first_txn;
+  // Stops the stream at plan transaction t: nothing of its round goes out.
+  auto stop = [&](absl::Status error, uint64_t t) {
+    b->pieces.clear();
+    b->bytes = 0;
+    b->error = std::move(error);
+    b->error_txn = t;
+    b->txns_done = round_start;
+    b->last = true;
+  };
+  if (seg.check_round && options_.check_oversize_rounds) {
+    uint64_t bad_txn = round_start;
+    if (absl::Status checked = CheckRound(seg.round, &bad_txn); !checked.ok()) {
+      return stop(checked, bad_txn);
+    }
+  }
   // The segment ends where the next one starts: before entry `end_entry` of `end_txn`.
   const uint64_t end_txn = final ? txns.size() : segments_[s + 1].txn;
   const uint64_t end_entry = final ? 0 : segments_[s + 1].entry;
@@ -129,13 +168,7 @@ void ImagePrefetcher::Fill(size_t s, journal::PendingReader& reader, ImageBatch*
       const PlanEntry& pe = plan_.entries()[e];
       absl::StatusOr<absl::string_view> image =
           reader.ReadImage(pt.lsn, journal::TxnBlock{pe.block, pe.length, pe.crc});
-      if (!image.ok()) {
-        b->error = image.status();
-        b->error_txn = t;
-        b->txns_done = t;
-        b->last = true;
-        return;
-      }
+      if (!image.ok()) return stop(image.status(), t);
       std::memcpy(b->buffer.get() + b->bytes, image->data(), image->size());
       b->pieces.push_back({plan_.OffsetOf(pt, pe), b->bytes, t, pe.length, pe.crc});
       b->bytes += pe.length;

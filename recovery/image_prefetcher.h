@@ -6,7 +6,11 @@
 // stays at `buffers` x `batch_bytes` whatever the size of a transaction.
 //
 // The plan is cut up front into segments of at most one buffer (the image lengths are in
-// the headers), and `readers` threads read alternate segments, each with a reader of its
+// the headers): one segment per replay round (recovery/replay_plan.h), or, for an oversize
+// round, as many as its images need; the first segment of an oversize round reads and
+// checks the whole round before it fills its buffer. So when a batch reaches the replay,
+// every image of its round has been checked, and a damaged one is reported in a batch that
+// holds nothing of that round. `readers` threads read alternate segments, each with a reader of its
 // own, so that copying and checking the images is not bound to one core. Buffers go to
 // segments in segment order and batches come out of Next() in segment order: the stream
 // the caller sees is the plan order, whatever the number of readers.
@@ -48,8 +52,9 @@ struct ImageBatch {
   // Every image of plan transactions [0, txns_done) is in this batch or an earlier one.
   uint64_t txns_done = 0;
   bool last = false;  // no batch follows
-  // Reading stopped at an image of plan transaction `error_txn`: the batch holds the images
-  // before it; kDataLoss for a damaged record. No batch follows.
+  // Reading stopped at an image of plan transaction `error_txn`: the batch holds no image of
+  // that transaction's round, and txns_done is the round's first transaction; kDataLoss for
+  // a damaged record. No batch follows.
   absl::Status error;
   uint64_t error_txn = 0;
 
@@ -69,6 +74,9 @@ class ImagePrefetcher {
     size_t batch_bytes = 16 << 20;  // each buffer; raised to the plan's largest image
     size_t readers = 2;             // reading threads; buffers = readers + 1
     size_t readahead_bytes = 4 << 20;
+    // Read and check an oversize round whole before the first of its batches (a replay
+    // that writes; a check that writes nothing reads each image once).
+    bool check_oversize_rounds = true;
   };
 
   // Starts reading. `journal`, `plan` and `env` must outlive the prefetcher.
@@ -91,12 +99,18 @@ class ImagePrefetcher {
   struct Segment {
     uint64_t txn = 0, entry = 0;
     uint64_t txns_done = 0;
+    uint64_t round = 0;
+    bool check_round = false;  // first segment of an oversize round
   };
   void CutSegments(size_t capacity);
+  // Reads and checks every image the replay writes of `round`, with a reader of its own; on
+  // an error, *bad_txn is the plan transaction whose image failed.
+  absl::Status CheckRound(uint64_t round, uint64_t* bad_txn);
   void Read(size_t first_segment, journal::PendingReader* reader);
   // Fills `b` with segment `s`.
   void Fill(size_t s, journal::PendingReader& reader, ImageBatch* b);
 
+  journal::Journal& journal_;
   const ReplayPlan& plan_;
   Env* const env_;
   const Options options_;

@@ -142,11 +142,24 @@ std::vector<std::unique_ptr<FileGroup>> Recoverer::CheckAndGroup() {
   }
   std::vector<std::unique_ptr<FileGroup>> out;
   for (auto& [file, g] : by_file) {
-    if (RefuseTogether(g.get())) continue;
-    PlanGroup(g.get());
-    out.push_back(std::move(g));
+    if (!RefuseTogether(g.get())) out.push_back(std::move(g));
   }
+  // The plans' rounds are cut to the buffers the replay will have.
+  batch_bytes_ = BatchBytes(out.size());
+  for (std::unique_ptr<FileGroup>& g : out) PlanGroup(g.get());
   return out;
+}
+
+size_t Recoverer::BatchBytes(size_t groups) const {
+  const size_t workers = std::clamp<size_t>(options_.parallel_files, 1, std::max<size_t>(1, groups));
+  const size_t buffers = std::max<size_t>(1, options_.read_threads) + 1;
+  size_t bytes = std::max<uint64_t>(1 << 20, options_.buffer_bytes / (buffers * workers));
+  if (options_.checkpoint_bytes != 0) {
+    // A checkpoint falls between two buffers: no buffer is larger than the interval (the
+    // prefetcher still makes room for its largest image).
+    bytes = std::min<uint64_t>(bytes, options_.checkpoint_bytes);
+  }
+  return bytes;
 }
 
 bool Recoverer::RefuseTogether(FileGroup* g) {
@@ -176,7 +189,7 @@ void Recoverer::PlanGroup(FileGroup* g) {
   const bool intent = std::any_of(txns.begin(), txns.end(), [](const PlanTxn& t) {
     return t.contents == Contents::kIntent;
   });
-  g->plan.Finish(/*keep_versions=*/intent || options_.mode == Mode::kVerify);
+  g->plan.Finish(/*keep_versions=*/intent || options_.mode == Mode::kVerify, batch_bytes_);
   for (const PlanTxn& t : txns) {
     if (t.contents != Contents::kData) continue;
     MappingReport& r = *g->members[t.member]->report;
@@ -193,13 +206,6 @@ void Recoverer::PlanGroup(FileGroup* g) {
 void Recoverer::ProcessGroups(const std::vector<std::unique_ptr<FileGroup>>& groups) {
   if (groups.empty()) return;
   const size_t workers = std::clamp<size_t>(options_.parallel_files, 1, groups.size());
-  const size_t buffers = std::max<size_t>(1, options_.read_threads) + 1;
-  batch_bytes_ = std::max<uint64_t>(1 << 20, options_.buffer_bytes / (buffers * workers));
-  if (options_.checkpoint_bytes != 0) {
-    // A checkpoint falls between two buffers: no buffer is larger than the interval (the
-    // prefetcher still makes room for its largest image).
-    batch_bytes_ = std::min<uint64_t>(batch_bytes_, options_.checkpoint_bytes);
-  }
   const Progress::Phase phase =
       options_.mode == Mode::kReplay ? Progress::Phase::kReplay : Progress::Phase::kCheck;
   const std::string path =

@@ -39,6 +39,9 @@ class Recoverer {
   // Refuses every member of a file one of whose mappings was refused; true if so.
   bool RefuseTogether(FileGroup* g);
   void PlanGroup(FileGroup* g);
+  // Each prefetcher buffer's size (and so each replay round's budget) when `groups` files
+  // are replayed.
+  size_t BatchBytes(size_t groups) const;
   void ProcessGroups(const std::vector<std::unique_ptr<FileGroup>>& groups);
   void ProcessGroup(FileGroup* g);
   // Intent-mode ranges (all ranges in kVerify) against the file; false on a read error.

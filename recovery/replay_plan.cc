@@ -55,7 +55,22 @@ uint64_t ReplayPlan::TxnOf(uint64_t e) const {
   return static_cast<uint64_t>(it - txns_.begin()) - 1;
 }
 
-void ReplayPlan::Finish(bool keep_versions) {
+void ReplayPlan::CutRounds(uint64_t round_bytes) {
+  rounds_.clear();
+  for (uint64_t t = 0; t < txns_.size(); ++t) {
+    PlanTxn& pt = txns_[t];
+    const bool fits = !rounds_.empty() && !mixed_block_sizes_ && !rounds_.back().oversize &&
+                      rounds_.back().bytes + pt.bytes <= round_bytes;
+    if (!fits) rounds_.push_back({t, t, 0, pt.bytes > round_bytes});
+    PlanRound& r = rounds_.back();
+    r.end_txn = t + 1;
+    r.bytes += pt.bytes;
+    pt.round = rounds_.size() - 1;
+  }
+}
+
+void ReplayPlan::Finish(bool keep_versions, uint64_t round_bytes) {
+  CutRounds(round_bytes);
   // (offset, entry) of every entry. Entries were added in LSN order, so within one offset
   // the entry order is the LSN order and the last one is the newest.
   std::vector<std::pair<uint64_t, uint64_t>> order;
@@ -76,12 +91,20 @@ void ReplayPlan::Finish(bool keep_versions) {
   for (size_t i = 0; i < order.size();) {
     size_t j = i + 1;
     while (j < order.size() && order[j].first == order[i].first) ++j;
-    const uint64_t newest_entry = order[j - 1].second;
-    newest_[newest_entry] = true;
-    const uint64_t newest_txn = TxnOf(newest_entry);
-    for (size_t k = i; k + 1 < j; ++k) {
-      PlanTxn& older = txns_[TxnOf(order[k].second)];
-      older.cover = std::max(older.cover, newest_txn);
+    // Versions [i, j) of one range, oldest first; rounds are runs of transactions, so each
+    // round's versions are a run here too and its newest is the run's last.
+    for (size_t k = i; k < j;) {
+      const uint64_t round = txns_[TxnOf(order[k].second)].round;
+      size_t end = k + 1;
+      while (end < j && txns_[TxnOf(order[end].second)].round == round) ++end;
+      const uint64_t newest_entry = order[end - 1].second;
+      newest_[newest_entry] = true;
+      const uint64_t newest_txn = TxnOf(newest_entry);
+      for (size_t m = k; m + 1 < end; ++m) {
+        PlanTxn& older = txns_[TxnOf(order[m].second)];
+        older.cover = std::max(older.cover, newest_txn);
+      }
+      k = end;
     }
     if (keep_versions) {
       range_starts_.push_back(by_offset_.size());

@@ -2,13 +2,17 @@
 // headers alone, before any image is read (docs/recovery.md §2).
 //
 // A plan holds the file's pending transactions in LSN order and their block entries (block,
-// length, CRC: 16 bytes a block, the images stay in the journal). Finish() works out, for
-// every block range (keyed by file offset), which entry is its newest pending version:
-// replay writes only those, once each, and the file ends exactly as if every transaction
-// had been applied in LSN order. It also works out when each transaction is safe to mark
-// applied: once the newest versions of all of its blocks are written and synced (`cover`),
-// so that a replay stopped at a damaged record never leaves a marked transaction whose
-// block still waits for a newer image that may never come.
+// length, CRC: 16 bytes a block, the images stay in the journal). Finish() cuts the
+// transactions into rounds: runs of consecutive transactions whose images together fit in
+// one replay buffer (a transaction larger than that is a round of its own, "oversize").
+// Within a round it works out, for every block range (keyed by file offset), which entry is
+// the round's newest version of it: replay writes only those, once each per round, rounds in
+// LSN order, and the file ends exactly as if every transaction had been applied in LSN
+// order. Replay reads and checks a whole round before it writes any of it, so a damaged
+// image stops the replay at a round boundary and the file is left as the transactions
+// before that round made it: the state of some umsync, never a mix of early and late
+// transactions. It also works out when each transaction is safe to mark applied: once the
+// round's newest versions of all of its blocks are written and synced (`cover`).
 //
 // Not thread-safe; after Finish() it is read-only and may be read from several threads.
 #ifndef UMAP_RECOVERY_REPLAY_PLAN_H_
@@ -32,11 +36,20 @@ struct PlanTxn {
   uint64_t first_entry = 0;  // its blocks are entries [first_entry, first_entry + entries)
   uint64_t entries = 0;
   uint64_t bytes = 0;        // image bytes of all its blocks
+  uint64_t round = 0;        // Finish(): the round it belongs to (index into rounds())
   // Finish(): the index (into txns) of the newest transaction that holds the newest version
   // of one of this transaction's blocks; >= its own index. Once every transaction up to
   // and including `cover` has had its newest images written and synced, this one is safe
   // to mark applied.
   uint64_t cover = 0;
+};
+
+// Consecutive plan transactions [first_txn, end_txn) that replay reads and checks before it
+// writes any of them.
+struct PlanRound {
+  uint64_t first_txn = 0, end_txn = 0;
+  uint64_t bytes = 0;     // image bytes of all their blocks (superseded ones included)
+  bool oversize = false;  // one transaction larger than the round budget
 };
 
 // One block of a pending transaction, as its header lists it.
@@ -54,16 +67,19 @@ class ReplayPlan {
   // The plans of a file's mappings (each in LSN order), as one plan in LSN order; part i
   // becomes member i.
   static ReplayPlan Merge(std::vector<ReplayPlan> parts);
-  // Computes the newest entry of every block range and each transaction's cover. With
-  // `keep_versions`, keeps the offset-sorted index ForEachRange reads (24 bytes an entry)
-  // until DropVersions().
-  void Finish(bool keep_versions);
+  // Cuts the rounds (at most `round_bytes` of images each, unless one transaction is larger),
+  // then computes each round's newest entry of every block range and each transaction's
+  // cover. With mappings of different block sizes every transaction is a round of its own
+  // (their block ranges may overlap without being equal). With `keep_versions`, keeps the
+  // offset-sorted index ForEachRange reads (24 bytes an entry) until DropVersions().
+  void Finish(bool keep_versions, uint64_t round_bytes = UINT64_MAX);
   void DropVersions();
 
   const std::vector<PlanTxn>& txns() const { return txns_; }
+  const std::vector<PlanRound>& rounds() const { return rounds_; }
   const std::vector<PlanEntry>& entries() const { return entries_; }
   uint64_t OffsetOf(const PlanTxn& t, const PlanEntry& e) const { return e.block * t.block_size; }
-  // After Finish(): whether entry `e` is the newest pending version of its block range.
+  // After Finish(): whether entry `e` is its round's newest version of its block range.
   bool newest(uint64_t e) const { return newest_[e]; }
   // The index of the transaction that lists entry `e`.
   uint64_t TxnOf(uint64_t e) const;
@@ -77,7 +93,10 @@ class ReplayPlan {
       absl::FunctionRef<void(uint64_t offset, absl::Span<const uint64_t> entries)> fn) const;
 
  private:
+  void CutRounds(uint64_t round_bytes);
+
   std::vector<PlanTxn> txns_;
+  std::vector<PlanRound> rounds_;
   std::vector<PlanEntry> entries_;
   std::vector<bool> newest_;
   bool mixed_block_sizes_ = false;

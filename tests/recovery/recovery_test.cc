@@ -507,10 +507,11 @@ void DamagePayload(const std::string& jdir, uint64_t lsn, uint64_t block, uint64
   delete db;
 }
 
-// Images are checked as they are streamed: a damaged one is found when replay reaches it.
-TEST_F(RecoveryTest, DamagedImageStopsTheFilesReplayThereAndIsRefused) {
+// Replay reads and checks a whole round before writing any of it: a damaged image in a
+// backlog that fits one round leaves the file untouched and everything pending.
+TEST_F(RecoveryTest, DamagedImageRefusesItsRoundAndWritesNothingOfIt) {
   const uint64_t m = Register();
-  Commit(m, {{0, 1}});
+  const Transaction t1 = Commit(m, {{0, 1}});
   const Transaction t2 = Commit(m, {{1, 2}});
   Commit(m, {{2, 3}});
   Crash();
@@ -519,29 +520,64 @@ TEST_F(RecoveryTest, DamagedImageStopsTheFilesReplayThereAndIsRefused) {
   const MappingReport& mr = r.mappings[0];
   EXPECT_EQ(mr.state, MappingState::kRefused);
   EXPECT_EQ(mr.problem, Problem::kCorruptRecord);
-  EXPECT_THAT(mr.status.message(), HasSubstr("LSN 2"));
-  EXPECT_THAT(mr.status.message(), HasSubstr("none after it"));
+  EXPECT_THAT(mr.status.message(), HasSubstr("LSN 2 is damaged"));
+  EXPECT_THAT(mr.status.message(), HasSubstr("stopped before the replay round"));
   EXPECT_FALSE(mr.unregistered);
   EXPECT_EQ(ExitCodeOf(r), ExitCode::kRefused);
-  ExpectFileIs({{0, 1}});  // the image before the damaged record, nothing from it on
-  // The transaction before it was complete and is marked; it and the rest stay.
+  ExpectFileIs({});
+  EXPECT_EQ(PendingAfterReopen(), (std::vector<uint64_t>{t1.lsn, t2.lsn, t2.lsn + 1}));
+}
+
+// With rounds of one transaction each, the rounds before the damaged one are written and
+// marked: the file is as the transactions before the damage left it.
+TEST_F(RecoveryTest, DamagedImageStopsTheReplayAtItsRoundAfterTheRoundsBefore) {
+  const uint64_t m = Register();
+  Commit(m, {{0, 1}});
+  const Transaction t2 = Commit(m, {{1, 2}});
+  Commit(m, {{2, 3}});
+  Crash();
+  DamagePayload(jdir_, t2.lsn, 1, 2);
+  RecoverOptions o = Options();
+  o.checkpoint_bytes = kBs;  // buffers, and so rounds, of one block
+  Report r = MustRecover(o);
+  EXPECT_EQ(r.mappings[0].problem, Problem::kCorruptRecord);
+  EXPECT_THAT(r.mappings[0].status.message(), HasSubstr("before LSN 2 left it"));
+  ExpectFileIs({{0, 1}});
   EXPECT_EQ(PendingAfterReopen(), (std::vector<uint64_t>{t2.lsn, t2.lsn + 1}));
 }
 
-// A transaction whose block is rewritten by a later one is marked applied only once that
-// later image is written: when replay stops before it, the older one stays pending.
-TEST_F(RecoveryTest, ATransactionWaitingForANewerImageBeyondDamageStaysPending) {
+// A block rewritten in a later round is written in each round: a replay stopped between
+// them leaves the earlier round's image, as applying the transactions in order would.
+TEST_F(RecoveryTest, ABlockRewrittenInALaterRoundKeepsTheEarlierImageWhenReplayStopsBetween) {
   const uint64_t m = Register();
   const Transaction t1 = Commit(m, {{0, 1}, {1, 1}});
   const Transaction t2 = Commit(m, {{2, 2}});
   const Transaction t3 = Commit(m, {{1, 3}});
   Crash();
   DamagePayload(jdir_, t2.lsn, 2, 2);
-  Report r = MustRecover(Options());
+  RecoverOptions o = Options();
+  o.checkpoint_bytes = 2 * kBs;  // rounds: t1 | t2 t3
+  Report r = MustRecover(o);
   EXPECT_EQ(r.mappings[0].problem, Problem::kCorruptRecord);
-  EXPECT_EQ(r.mappings[0].txns_replayed, 0u);
-  ExpectFileIs({{0, 1}});  // block 1 waits for t3's image, which comes after the damage
-  EXPECT_EQ(PendingAfterReopen(), (std::vector<uint64_t>{t1.lsn, t2.lsn, t3.lsn}));
+  EXPECT_EQ(r.mappings[0].txns_replayed, 1u);
+  ExpectFileIs({{0, 1}, {1, 1}});
+  EXPECT_EQ(PendingAfterReopen(), (std::vector<uint64_t>{t2.lsn, t3.lsn}));
+}
+
+// A transaction larger than a buffer is checked whole before the first of its buffers is
+// written: damage in its last image leaves the file untouched.
+TEST_F(RecoveryTest, AnOversizeTransactionIsCheckedWholeBeforeAnyOfItIsWritten) {
+  const uint64_t m = Register();
+  const Transaction t1 = Commit(m, {{0, 1}, {1, 1}, {2, 1}, {3, 1}});
+  Crash();
+  DamagePayload(jdir_, t1.lsn, 3, 1);
+  RecoverOptions o = Options();
+  o.checkpoint_bytes = kBs;  // buffers of one block: the transaction spans four
+  Report r = MustRecover(o);
+  EXPECT_EQ(r.mappings[0].problem, Problem::kCorruptRecord);
+  EXPECT_EQ(r.mappings[0].blocks_written, 0u);
+  ExpectFileIs({});
+  EXPECT_EQ(PendingAfterReopen(), (std::vector<uint64_t>{t1.lsn}));
 }
 
 TEST_F(RecoveryTest, DryRunAndVerifyReportADamagedImageAndWriteNothing) {

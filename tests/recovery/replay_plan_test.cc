@@ -66,8 +66,32 @@ TEST(ReplayPlanTest, MergeInterleavesTwoMappingsByLsn) {
   EXPECT_EQ(m.txns()[1].block_size, 8192u);
   EXPECT_TRUE(m.mixed_block_sizes());
   m.Finish(false);
-  EXPECT_FALSE(m.newest(0));  // offset 0: LSN 2 (the other mapping) is newer
+  // Mixed block sizes: every transaction is a round of its own, written whole in LSN order.
+  ASSERT_EQ(m.rounds().size(), 3u);
+  EXPECT_TRUE(m.newest(0));
   EXPECT_TRUE(m.newest(1));
+  EXPECT_TRUE(m.newest(2));
+}
+
+TEST(ReplayPlanTest, RoundsFitTheBudgetAndNewestIsPerRound) {
+  ReplayPlan p;
+  p.Add(1, 0, 4096, Contents::kData, Blocks({0, 1}));  // txn 0: entries 0, 1 (8 KiB)
+  p.Add(2, 0, 4096, Contents::kData, Blocks({1}));     // txn 1: entry 2
+  p.Add(3, 0, 4096, Contents::kData, Blocks({1}));     // txn 2: entry 3
+  p.Add(4, 0, 4096, Contents::kData, Blocks({0, 1, 2}));  // txn 3: 12 KiB, oversize
+  p.Finish(false, /*round_bytes=*/8192);
+  ASSERT_EQ(p.rounds().size(), 3u);
+  EXPECT_EQ(p.rounds()[0].end_txn, 1u);  // txn 0 fills it
+  EXPECT_EQ(p.rounds()[1].first_txn, 1u);
+  EXPECT_EQ(p.rounds()[1].end_txn, 3u);
+  EXPECT_FALSE(p.rounds()[1].oversize);
+  EXPECT_TRUE(p.rounds()[2].oversize);
+  EXPECT_TRUE(p.newest(1));   // block 1 in round 0, though rewritten later
+  EXPECT_FALSE(p.newest(2));  // superseded by txn 2 in the same round
+  EXPECT_TRUE(p.newest(3));
+  EXPECT_EQ(p.txns()[0].cover, 0u);  // markable once its own round is written
+  EXPECT_EQ(p.txns()[1].cover, 2u);
+  EXPECT_EQ(p.txns()[3].round, 2u);
 }
 
 }  // namespace
