@@ -16,10 +16,13 @@
 #include "base/crc32c.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/private_dir.h"
 #include "base/status_macros.h"
 #include "journal/fenced_fs.h"
 #include "journal/lock_holder.h"
+#include "journal/private_fs.h"
 #include "journal/rocksdb_status.h"
+#include "journal/integrity.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -93,7 +96,7 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   // after a WAL error, and an auto-resumed DB could make a failed commit vanish under a
   // caller that still treats it as indeterminate. The listener also vetoes auto recovery.
   o.max_bgerror_resume_count = 0;
-  o.listeners.push_back(std::move(listener));
+  if (listener != nullptr) o.listeners.push_back(std::move(listener));
   o.avoid_flush_during_shutdown = false;
   o.statistics = std::move(statistics);
   // Bounded disk use. Applied transactions are point-deleted; a memtable flush keeps only
@@ -129,6 +132,42 @@ absl::Status ScanTag(rocksdb::DB* db, RecordTag tag, absl::string_view what,
     RETURN_IF_ERROR(fn(ToView(it->key()), ToView(it->value())));
   }
   return FromRocksDb(it->status(), absl::StrCat("scan ", what));
+}
+
+// Whose journal this may be: the effective user's, or, for root only, the named owner's.
+absl::StatusOr<PrivateDirPolicy> OwnerPolicy(const JournalOptions& options) {
+  const uid_t me = ::geteuid();
+  if (!options.owner.has_value() || *options.owner == me) return PrivateDirPolicy{me};
+  if (me != 0) {
+    return WithErrno(absl::PermissionDeniedError(absl::StrCat(
+                         "journal ", options.dir, ": only root may work on the journal of "
+                         "another user (uid ", *options.owner, "); you are uid ", me)),
+                     EPERM);
+  }
+  return PrivateDirPolicy{*options.owner, /*root_for_other=*/true};
+}
+
+absl::Status InUseError(const std::string& dir, pid_t holder) {
+  return WithErrno(absl::UnavailableError(absl::StrCat(
+                       "journal ", dir, " is in use by process ", holder, " (it holds ", dir,
+                       "/LOCK); stop that process or wait for it to exit")),
+                   EBUSY);
+}
+
+// Before RocksDB opens the journal (journal/integrity.h): a writable open would recover the
+// clean prefix of a damaged WAL, write it to a table file and delete the WAL, the evidence
+// with it. A journal held by a live process is reported as in use (its WAL may be growing).
+absl::Status RefuseDamagedJournal(rocksdb::FileSystem& fs, const rocksdb::Options& db_options,
+                                  const std::string& dir) {
+  absl::Status intact = CheckJournalIntegrity(fs, db_options, dir);
+  if (intact.ok() || intact.code() != absl::StatusCode::kDataLoss) return intact;
+  if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
+  return WithErrno(absl::DataLossError(absl::StrCat(
+                       intact.message(),
+                       ". Nothing was written and the journal is left as found: keep a copy of "
+                       "the directory, then `umap-recover --salvage` replays every record that "
+                       "can still be read")),
+                   EIO);
 }
 
 }  // namespace
@@ -203,6 +242,8 @@ Journal::~Journal() {
     // The directory is another owner's now: no flush at close (FencedFs would refuse it
     // anyway, but RocksDB need not try).
     db_->SetDBOptions({{"avoid_flush_during_shutdown", "true"}}).PermitUncheckedError();
+  } else {
+    FlushAtClose();
   }
   rocksdb::Status s = db_->Close();
   if (!s.ok()) UMAP_LOG(kWarn, "closing journal ", dir_, ": ", s.ToString());
@@ -220,11 +261,43 @@ Journal::~Journal() {
   OpenDirs::Release(dir_id_);
 }
 
+void Journal::FlushAtClose() {
+  {
+    absl::MutexLock l(&mu_);
+    // Poisoned (or read-only): nothing more may be written. Nothing written since the open:
+    // the open already moved the recovered log into a table file.
+    if (!WritableLocked().ok() || bytes_written_ == 0) return;
+  }
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  if (rocksdb::Status s = db_->Flush(fo); !s.ok()) {
+    UMAP_LOG(kWarn, "closing journal ", dir_, ": flush failed (", s.ToString(),
+             "); the records stay in its write-ahead log");
+  }
+}
+
+absl::Status Journal::CheckPrivate(const JournalOptions& options) {
+  ASSIGN_OR_RETURN(const PrivateDirPolicy owner, OwnerPolicy(options));
+  return CheckPrivateDir(options.dir, owner);
+}
+
+absl::Status Journal::CheckIntegrity(const JournalOptions& options) {
+  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
+  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
+  return CheckJournalIntegrity(*fs, DbOptions(rocks_env.get(), nullptr, nullptr), options.dir);
+}
+
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& options) {
   const std::string& dir = options.dir;
   if (dir.empty()) return absl::InvalidArgumentError("journal directory not set");
   Env* env = options.env != nullptr ? options.env : Env::Default();
   if (!options.read_only) RETURN_IF_ERROR(env->CreateDir(dir, 0700));
+  ASSIGN_OR_RETURN(const PrivateDirPolicy owner, OwnerPolicy(options));
+  RETURN_IF_ERROR(CheckPrivateDir(dir, owner));
+  // Root working on another user's journal leaves the files it creates to that user.
+  const std::optional<uid_t> give_to =
+      owner.root_for_other ? std::optional<uid_t>(owner.owner) : std::nullopt;
   ASSIGN_OR_RETURN(FileIdentity id, env->IdentifyPath(dir));
   const DirId dir_id(id.device, id.inode);
   if (!OpenDirs::Reserve(dir_id)) {
@@ -235,8 +308,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   }
   absl::Cleanup unreserve = [dir_id] { OpenDirs::Release(dir_id); };
 
-  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
-  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::shared_ptr<rocksdb::FileSystem> fs = std::make_shared<PrivateFs>(
+      options.fs != nullptr ? options.fs : rocksdb::FileSystem::Default(), give_to);
   // The owner lock and a new epoch before RocksDB writes anything into the directory; every
   // later write of RocksDB's passes the fence.
   std::unique_ptr<JournalFence> fence;
@@ -250,17 +323,17 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
 
   rocksdb::DB* db = nullptr;
-  const rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  if (options.salvage) {
+    db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords;
+  } else {
+    RETURN_IF_ERROR(RefuseDamagedJournal(*fs, db_options, dir));
+  }
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
   if (!s.ok()) {
     // Safe to probe: no Journal of ours holds the directory (reserved above).
-    if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) {
-      return WithErrno(absl::UnavailableError(absl::StrCat(
-                           "journal ", dir, " is in use by process ", *holder, " (it holds ",
-                           dir, "/LOCK); stop that process or wait for it to exit")),
-                       EBUSY);
-    }
+    if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
     return FromRocksDb(
         s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }

@@ -57,12 +57,16 @@ class WriteBatch;
 namespace umap::journal {
 
 struct JournalOptions {
-  // The journal directory. Created with mode 0700 if missing (its parent must exist); an
-  // existing directory keeps its mode. A local directory, or one on a shared file system
-  // whose byte-range locks are cluster-wide (docs/operations.md §1): a writable open takes
-  // its owner lock and a new epoch (journal/journal_fence.h), which keep a second process
-  // out and fence a former owner.
+  // The journal directory. Created with mode 0700 if missing (its parent must exist). It
+  // must belong to `owner`, nobody else may be able to change it or a directory above it,
+  // and it is made 0700 and its files 0600 (base/private_dir.h: CheckPrivateDir). A local
+  // directory, or one on a shared file system whose byte-range locks are cluster-wide
+  // (docs/operations.md §1): a writable open takes its owner lock and a new epoch
+  // (journal/journal_fence.h), which keep a second process out and fence a former owner.
   std::string dir;
+  // Who must own the journal: the effective user (unset), or, for root only, the uid of the
+  // user whose journal root was told to work on (umap-recover --owner).
+  std::optional<uid_t> owner;
   // Carries every journal byte: the RocksDB instance reaches it through
   // rocksdb::NewCompositeEnv(fs). Null = rocksdb::FileSystem::Default(). Fault injection
   // passes a rocksdb::FileSystemWrapper here.
@@ -85,6 +89,12 @@ struct JournalOptions {
   // keeps that epoch, and fails with ESTALE (fenced) when another owner took the journal
   // over meanwhile. 0: a new owner (the next epoch).
   uint64_t expected_epoch = 0;
+  // Open refuses (kDataLoss) a journal whose write-ahead log is damaged with intact records
+  // after the damage (journal/wal_damage.h; a torn tail is normal after a crash and is
+  // recovered). With salvage it opens such a journal anyway and keeps every record that can
+  // be read, before and after the damage (RocksDB's kSkipAnyCorruptedRecords); commits in
+  // the unreadable bytes are lost. Only on the operator's word (umap-recover --salvage).
+  bool salvage = false;
 };
 
 using MappingInfo = MappingRecord;
@@ -143,13 +153,26 @@ class Journal {
   //   kUnavailable         the journal is open elsewhere (message names the directory and,
   //                        when it can be found, the pid holding it), or RocksDB I/O failed;
   //   kFailedPrecondition  the journal was written in a newer format than this build reads;
-  //   kDataLoss            a record is corrupt, or the directory holds another database;
+  //   kDataLoss            a record is corrupt, the directory holds another database, or
+  //                        the write-ahead log is damaged with records after the damage
+  //                        (JournalOptions::salvage; nothing was written);
   //   kInvalidArgument     options.dir is empty;
+  //   kPermissionDenied    the directory is not private to its owner (errno EPERM), or
+  //                        options.owner names another user and the caller is not root;
   //   an Env error         creating the directory failed (kNotFound: no parent).
   // The "in use" errors carry errno EBUSY.
   static absl::StatusOr<std::unique_ptr<Journal>> Open(const JournalOptions& options);
 
-  // Closes RocksDB. Pending transactions stay in the journal for the next Open.
+  // What Open checks first: that the existing directory options.dir is private to its
+  // owner (JournalOptions::dir, ::owner). OK or kPermissionDenied; other errors: errno.
+  static absl::Status CheckPrivate(const JournalOptions& options);
+
+  // What Open checks before RocksDB touches the directory (journal/integrity.h): OK, or the
+  // kDataLoss that Open returns without options.salvage. Writes nothing.
+  static absl::Status CheckIntegrity(const JournalOptions& options);
+
+  // Closes RocksDB, after flushing its log into a table file if anything was written (WriteCloseMark).
+  // Pending transactions stay in the journal for the next Open.
   // REQUIRES: no other call on this Journal is running.
   ~Journal();
 
@@ -260,6 +283,10 @@ class Journal {
 
   absl::Status Recover(bool keep_staged, bool read_only);
   absl::Status CheckOwnerWith(bool fresh_ok);
+  // A clean close moves the log into a table file (a RocksDB flush), so that a closed
+  // journal's records are all in block-checksummed tables and none is in a WAL tail, where
+  // damage could not be told from the torn tail of a crash (docs/journal_format.md §8).
+  void FlushAtClose();
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
   // OK, or the poisoned status. Also picks up a background error seen by the listener.

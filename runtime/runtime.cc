@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/private_dir.h"
 #include "base/status_macros.h"
 #include "runtime/fault_signal.h"
 #include "runtime/guarded_write_back.h"
@@ -723,8 +724,9 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       bool automatic = dir.empty();
       if (automatic) {
         // One journal per runtime: RocksDB's lock keeps every other process out of it.
-        std::string root = absl::StrCat("/var/tmp/umap-journal-", ::getuid());
-        RETURN_IF_ERROR(env_->CreateDir(root, 0700));
+        // A private parent per user: /var/tmp/umap-journal-UID, or a fresh one if someone
+        // else took that name (base/private_dir.h).
+        ASSIGN_OR_RETURN(std::string root, AutomaticJournalRoot());
         static std::atomic<int> seq{0};
         dir = absl::StrCat(root, "/", ::getpid(), "-", seq.fetch_add(1));
       }
@@ -733,7 +735,17 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       jo.env = env_;
       jo.fs = options_.journal_fs;
       jo.staged_quota_bytes = options_.journal_staged_quota;
-      ASSIGN_OR_RETURN(journal_, JournalHandle::Open(jo));
+      absl::StatusOr<std::unique_ptr<JournalHandle>> opened = JournalHandle::Open(jo);
+      if (!opened.ok()) {
+        // A damaged journal, or one that is not private to its owner, refuses every writable
+        // mapping until someone looks at it: say why where they will see it (map errors
+        // are otherwise only errnos).
+        if (absl::IsDataLoss(opened.status()) || absl::IsPermissionDenied(opened.status())) {
+          UMAP_LOG(kError, opened.status().message());
+        }
+        return opened.status();
+      }
+      journal_ = *std::move(opened);
       journal_auto_ = automatic;
     }
     handle = journal_.get();
