@@ -139,6 +139,9 @@ IterationRecord Harness::RunIteration(int index) {
     return rec;
   }
   st.iterations++;
+  // A testbed client that died in an earlier iteration is reported once, here, and mounted
+  // again, instead of failing every later iteration at its first create.
+  if (absl::Status s = run_.ReviveDeadMount(); !s.ok()) rec.Violate("harness", s.ToString());
   it.fault = classes_.at(rec.cls).get();
   // The variant has a PRNG of its own, so that adding variants to a class does not change
   // the draws of the others.

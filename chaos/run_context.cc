@@ -1,8 +1,11 @@
 #include "chaos/run_context.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -51,8 +54,21 @@ absl::Status RunContext::RunTestbed(const std::vector<std::string>& args, const 
 
 void RunContext::StopGluster() {
   if (gluster_mount_.empty()) return;
-  Run({config_.testbed, "down", "--name", gluster_name_}, run_dir_ + "/gluster-up.log", 120000);
+  Run({config_.testbed, "down", "--name", gluster_name_, "--keep-logs", run_dir_ + "/gluster-logs"},
+      run_dir_ + "/gluster-up.log", 120000);
   gluster_mount_.clear();
+}
+
+absl::Status RunContext::ReviveDeadMount() {
+  if (!gluster()) return absl::OkStatus();
+  struct stat st;
+  if (::stat(gluster_mount_.c_str(), &st) == 0) return absl::OkStatus();
+  const int err = errno;
+  absl::Status remount = Testbed("remount", {}, 120000);
+  return absl::UnavailableError(absl::StrCat(
+      "the GlusterFS mount ", gluster_mount_, " was dead at the start of the iteration (stat: ",
+      strerror(err), "; client log kept in ", run_dir_, "/gluster-logs); remount: ",
+      remount.ToString()));
 }
 
 absl::Status RunContext::Require(const std::vector<std::string>& capabilities) const {

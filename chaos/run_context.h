@@ -33,8 +33,13 @@ class RunContext {
   // mounted: a missing capability (IsMissingCapability: the testbed exited 77 with the
   // probe's line) when GlusterFS cannot run here, else an error naming the log.
   absl::Status StartGluster();
-  // Tears the testbed down (no-op when none runs).
+  // Tears the testbed down (no-op when none runs), keeping its logs (glusterd, bricks,
+  // client) in run_dir/gluster-logs for a report that needs them.
   void StopGluster();
+  // When the testbed's FUSE mount is dead (ENOTCONN: the client process died or its
+  // connection was aborted), mounts it again and returns an error saying so; OK when the
+  // mount answers (or no testbed runs).
+  absl::Status ReviveDeadMount();
   bool gluster() const { return !gluster_mount_.empty(); }
   // The testbed's mount point; empty when no testbed runs.
   const std::string& gluster_mount() const { return gluster_mount_; }

@@ -344,9 +344,11 @@ void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool di
   rt_->pool().Publish(cb, Owner(block));
   const uint64_t v = (entry & (Table::kShadow | Table::kShadowMask | Table::kStaged)) |
                      Table::kPresent | cb | (dirty ? Table::kDirty : 0);
-  table_.Unlock(block, v);
+  // Counted before the entry is unlocked: a thread woken by the unlock (and whatever it
+  // does next, a umap-stat reader included) must not see the block missing from the gauges.
   resident_.fetch_add(1, std::memory_order_relaxed);
   if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
+  table_.Unlock(block, v);
   rt_->refs().Touch(tid, cb);
   rt_->counters().faults_missing.fetch_add(1, std::memory_order_relaxed);
 }
@@ -444,11 +446,11 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool wr
     RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
     return true;
   }
+  resident_.fetch_add(n - 1, std::memory_order_relaxed);  // before the unlocks (PublishFilled)
   for (uint32_t i = 1; i < n; ++i) {
     rt_->pool().Publish(cbs[i], Owner(block + i));
     table_.Unlock(block + i, (entries[i] & ~Table::kCbMask) | Table::kPresent | cbs[i]);
   }
-  resident_.fetch_add(n - 1, std::memory_order_relaxed);
   prefetched_.fetch_add(n - 1, std::memory_order_relaxed);
   io_->NoteInlineRead(n, valid);
   bytes_read_.fetch_add(valid, std::memory_order_relaxed);
@@ -716,9 +718,9 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       }
       const bool dirty = writable_ && (entries[i] & Table::kFillWrite);
       rt_->pool().Publish(cb, Owner(b));
-      table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0));
-      resident_.fetch_add(1, std::memory_order_relaxed);
+      resident_.fetch_add(1, std::memory_order_relaxed);  // before the unlock (PublishFilled)
       if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
+      table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0));
       if (tid != 0) {
         rt_->refs().Touch(tid, cb);
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);

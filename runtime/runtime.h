@@ -234,7 +234,8 @@ class Runtime {
   void AbortQuiesce(const std::vector<Mapping*>& maps, bool detached);
   void Evacuate(const std::vector<Mapping*>& maps);
   absl::Status RegisterAgain(const std::vector<Mapping*>& maps);
-  // Takes each mapping's partitioned-write locks again (ESTALE: another writer took one).
+  // Takes each mapping's partitioned-write locks again (ESTALE: another writer took one);
+  // on an error the caller releases those it took.
   absl::Status RelockAfterRestore(const std::vector<Mapping*>& maps)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   absl::Status ValidateAfterRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);

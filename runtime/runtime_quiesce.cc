@@ -348,17 +348,15 @@ absl::Status Runtime::ValidateAfterRestore() {
 }
 
 absl::Status Runtime::RelockAfterRestore(const std::vector<Mapping*>& maps) {
-  for (size_t i = 0; i < maps.size(); ++i) {
-    Coherence* c = maps[i]->coherence();
-    absl::Status s = c != nullptr ? c->RelockAfterCheckpoint() : absl::OkStatus();
+  for (Mapping* m : maps) {
+    absl::Status s =
+        m->coherence() != nullptr ? m->coherence()->RelockAfterCheckpoint() : absl::OkStatus();
     if (s.ok()) continue;
-    for (size_t k = 0; k < i; ++k) {
-      if (maps[k]->coherence() != nullptr) maps[k]->coherence()->ReleaseForCheckpoint();
-    }
-    // Another writer holds a range this mapping writes: it may have changed those blocks.
+    // The caller gives back the locks taken so far. Another writer holds a range this
+    // mapping writes: it may have changed those blocks.
     if (ErrnoFromStatus(s) == EBUSY) {
       return PosixError(ESTALE, absl::StrCat("another writer took a partitioned-write range "
-                                             "of ", maps[i]->file()->name(),
+                                             "of ", m->file()->name(),
                                              " during the checkpoint: ", s.message()));
     }
     return s;
@@ -397,19 +395,25 @@ absl::Status Runtime::Resume() {
     if (ErrnoFromStatus(reopen) == ESTALE) Fence(maps, reopen);
     return Annotate(reopen, "umap_resume: reopening the journal");
   }
-  absl::Status valid = ValidateAfterRestore();
-  if (valid.ok()) valid = RelockAfterRestore(maps);
-  if (absl::Status s = valid; !s.ok()) {
-    {
-      // Stale or not, the journal is not this runtime's to hold now: a fenced runtime
-      // never writes again, and a transient failure is retried with a fresh open.
-      absl::MutexLock l(&mu_);
-      if (reopened) journal_->Suspend().IgnoreError();  // nothing was written since Resume
+  // A resume that cannot finish gives back what it took: the journal (stale or not, it is
+  // not this runtime's to hold now: a fenced runtime never writes again, and a transient
+  // failure is retried with a fresh open) and the partitioned-write locks (a runtime left
+  // quiesced must stay dumpable, a fenced one must not block the writer that took over).
+  auto give_back = [&] {
+    for (Mapping* m : maps) {
+      if (m->coherence() != nullptr) m->coherence()->ReleaseForCheckpoint();
     }
+    absl::MutexLock l(&mu_);
+    if (reopened) journal_->Suspend().IgnoreError();  // nothing was written since Resume
+  };
+  absl::Status s = ValidateAfterRestore();
+  if (s.ok()) s = RelockAfterRestore(maps);
+  if (!s.ok()) {
+    give_back();
     if (ErrnoFromStatus(s) == ESTALE) Fence(maps, s);
     return Annotate(s, "umap_resume");
   }
-  absl::Status s = StartMachinery();
+  s = StartMachinery();
   if (s.ok()) {
     s = RegisterAgain(maps);
     if (!s.ok()) {
@@ -418,8 +422,7 @@ absl::Status Runtime::Resume() {
     }
   }
   if (!s.ok()) {
-    absl::MutexLock l(&mu_);
-    if (reopened) journal_->Suspend().IgnoreError();  // nothing was written since Resume
+    give_back();
     return Annotate(s, "umap_resume");
   }
   state_.store(static_cast<uint32_t>(RuntimeState::kRunning), std::memory_order_release);

@@ -18,11 +18,19 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/posix_error.h"
 #include "base/status_macros.h"
 #include "chaos/fault_class.h"
 
 namespace chaos {
 namespace {
+
+// The FUSE connection under the writer died: in-flight requests end with ECONNABORTED,
+// every later one with ENOTCONN.
+bool LostConnection(const absl::Status& s) {
+  const int err = umap::ErrnoFromStatus(s);
+  return err == ECONNABORTED || err == ENOTCONN;
+}
 
 enum class Full { kDataFull, kJournalFull, kJournalInjected, kJournalSticky };
 constexpr const char* kFullNames[] = {"data-full", "journal-full", "journal-injected",
@@ -250,13 +258,17 @@ bool EnospcFault::DataDiskFull(Epoch& e, Worker& worker) {
   worker.Stop();
   bool hung = false;
   absl::StatusOr<uint64_t> filled = FillBounded(filler, 60000, &hung);
-  if (hung) {
+  const bool client_lost = run_.gluster() && !filled.ok() && LostConnection(filled.status());
+  if (hung || client_lost) {
     // A GlusterFS limit, not a Umap result: the client dropped the brick (ping-timeout on a
-    // starved brick) and never answered the filler's write. The mount comes back and the
-    // iteration goes on as a dead-client crash: the worker is killed, recovery is judged.
-    run_.tally().DrawArmed("enospc/data-full: GlusterFS client hung");
-    e.rec.Describe("GlusterFS client hung while filling the brick (", filled.status().message(),
-                   "): FUSE aborted and remounted");
+    // starved brick) and never answered the filler's write, or the client's connection died
+    // under it (ECONNABORTED, then ENOTCONN for good). The mount comes back and the iteration
+    // goes on as a dead-client crash: the worker is killed, recovery is judged.
+    run_.tally().DrawArmed(hung ? "enospc/data-full: GlusterFS client hung"
+                                : "enospc/data-full: GlusterFS client lost");
+    e.rec.Describe("GlusterFS client ", hung ? "hung" : "lost its connection",
+                   " while filling the brick (", filled.status().message(),
+                   "): FUSE remounted");
     worker.Kill();
     worker.Reap(10000);
     if (absl::Status s = run_.Testbed("remount", {}, 120000); !s.ok()) {
@@ -330,8 +342,11 @@ absl::StatusOr<uint64_t> EnospcFault::FillBounded(const std::string& path, int t
   }
   if (pid == 0) {
     absl::StatusOr<uint64_t> n = FillUntilEnospc(path);
+    // "ok BYTES" or "err ERRNO MESSAGE": the errno crosses the pipe so the parent can tell a
+    // lost connection from a harness error.
     const std::string line =
-        n.ok() ? absl::StrCat("ok ", *n) : absl::StrCat("err ", n.status().ToString());
+        n.ok() ? absl::StrCat("ok ", *n)
+               : absl::StrCat("err ", umap::ErrnoFromStatus(n.status()), " ", n.status().ToString());
     ssize_t w = ::write(p[1], line.data(), line.size());
     (void)w;  // the parent reports a child that said nothing
     ::_exit(0);
@@ -370,6 +385,13 @@ absl::StatusOr<uint64_t> EnospcFault::FillBounded(const std::string& path, int t
   }
   uint64_t bytes = 0;
   if (out.rfind("ok ", 0) == 0 && absl::SimpleAtoi(out.substr(3), &bytes)) return bytes;
+  int err = 0;
+  const size_t sp = out.find(' ', 4);
+  if (out.rfind("err ", 0) == 0 && sp != std::string::npos &&
+      absl::SimpleAtoi(out.substr(4, sp - 4), &err) && err > 0) {
+    return umap::WithErrno(absl::UnavailableError(absl::StrCat("filler: ", out.substr(sp + 1))),
+                           err);
+  }
   return absl::InternalError(absl::StrCat("filler child (", e.ToString(), "): ", out));
 }
 

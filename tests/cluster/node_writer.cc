@@ -55,7 +55,10 @@ int Init(const char* path, const killtest::Workload& w) {
 umap_runtime* Runtime(const killtest::Workload& w, const char* journal) {
   umap_config c;
   umap_config_init(&c);
-  c.cache_bytes = 64 * w.block_size;
+  // Room for the whole file and the shadows: a writer cut off from the file system faults
+  // nothing in once it has read every block (Write), so it runs on until its umsync is
+  // refused, as the node-loss test expects; a miss there would be a SIGBUS (ENOTCONN).
+  c.cache_bytes = 2 * w.blocks * w.block_size;
   c.block_size = w.block_size;
   c.journal_dir = journal;
   umap_runtime* rt = umap_runtime_create(&c);
@@ -80,6 +83,11 @@ int Write(char** argv, int argc, const killtest::Workload& w) {
   if (p == MAP_FAILED) {
     std::perror("umap");
     return 2;
+  }
+  // Every block read once while the file system is there (see Runtime).
+  for (uint64_t b = 0; b < w.blocks; ++b) {
+    volatile char c = p[b * w.block_size];
+    (void)c;
   }
   // Mapped (any replay of an earlier run's journal is done), and who we are.
   Record(oracle, "M " + std::to_string(::getpid()));
