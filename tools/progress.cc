@@ -70,7 +70,7 @@ void ProgressPrinter::Update(const recovery::Progress& p) {
       return;
     }
     last_line_ = p.elapsed_micros;
-    if (o_.style == Style::kJson) {
+    if (options_.style == Style::kJson) {
       std::fprintf(out_, "%s\n", FormatJson(p).c_str());
     } else {
       std::fprintf(out_, "umap-recover: %s\n", Format(p).c_str());
