@@ -156,8 +156,9 @@ struct RecoverOptions {
   // (and copying and checking) each one's images.
   size_t parallel_files = 4;
   size_t read_threads = 2;
-  // What the journal reader reads ahead of the image it copies (per file).
-  uint64_t readahead_bytes = 4ull << 20;
+  // What the journal reader reads ahead of the image it copies (per reading thread;
+  // journal/pending_reader.h says why not more).
+  uint64_t readahead_bytes = 1ull << 20;
   // The write path: null = an engine of recovery's own with the settings below (io_uring,
   // up to io_depth merged writes of at most io_max_bytes in flight per file, each with a
   // deadline of io_timeout_ms). The runtime passes its own engine for map-time replay.
