@@ -194,26 +194,38 @@ bool CacheSizer::DrainAndPark(uint32_t now_ms) {
     busy |= m.tracker()->Drain() > 0;
     mappings.push_back(&m);
   });
-  if (mappings.empty() || parks_.in_use() >= parks_.count()) return busy;
-  // Candidates from each mapping in turn; those seen longest ago are parked first.
+  if (mappings.empty()) return busy;
   struct Candidate {
     Mapping* m;
     uint64_t block;
     uint64_t stale;  // microseconds since its last seen access
   };
+  // Parked in the order visited: the parked instants spread evenly over the resident
+  // blocks, as the footprint's average needs (reuse_tracker.h).
+  // Each mapping's tracked blocks in turn, evenly: a visit to a block that is not resident
+  // is an instant of its reuse history (its next access faults); a resident one is a
+  // candidate for parking (an instant too, once parked).
   std::vector<Candidate> candidates;
   const uint64_t now = ReuseTracker::Now();
   const uint32_t per_mapping =
       std::max<uint32_t>(4, 4 * o_.parks_per_tick / static_cast<uint32_t>(mappings.size()));
   for (size_t k = 0; k < mappings.size(); ++k) {
     Mapping& m = *mappings[(next_mapping_ + k) % mappings.size()];
-    m.tracker()->VisitTracked(per_mapping, now, [&](uint64_t block, uint64_t stale) {
-      candidates.push_back({&m, block, stale});
+    ReuseTracker& t = *m.tracker();
+    t.VisitTracked(per_mapping, now, [&](uint64_t block, uint64_t stale) {
+      const CacheEntryTable::Entry e = m.table().Load(block);
+      if (e.present()) {
+        // No skipping: a resident block the parking budget cannot take waits for the next
+        // tick, so that every resident block gets its turn.
+        if (candidates.size() >= o_.parks_per_tick) return false;
+        candidates.push_back({&m, block, stale});
+      } else if (!e.parked()) {
+        t.NoteAbsent(block, now);
+      }
+      return true;
     });
   }
   next_mapping_ = (next_mapping_ + 1) % static_cast<uint32_t>(mappings.size());
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.stale > b.stale; });
   EvictionBatch batch;
   const int max_parks =
       static_cast<int>(std::min<uint32_t>(o_.parks_per_tick, EvictionBatch::kMax));
@@ -264,7 +276,12 @@ void CacheSizer::EndEpoch() {
   rt_->ForEachMapping([&](Mapping& m) {
     ReuseTracker* t = m.tracker();
     if (t == nullptr) return;
-    t->EndEpoch(now);
+    t->EndEpoch(now, [&](uint64_t b) {
+      const CacheEntryTable::Entry e = m.table().Load(b);
+      return e.present() ? ReuseTracker::State::kResident
+             : e.parked() ? ReuseTracker::State::kParked
+                          : ReuseTracker::State::kAbsent;
+    });
     const MissCurve& h = t->curve();
     const uint64_t c = m.resident_blocks();
     uint64_t v = c;  // nothing known yet: keep what it has

@@ -626,6 +626,10 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       // Seen when a fault waits for it; read-ahead alone leaves it as it was.
       table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0) |
                            (tid != 0 ? Table::kSeen : 0));
+      // Resident without a fault: the reuse tracker can no longer see its accesses.
+      if (tid == 0 && tracker_ != nullptr && tracker_->Sampled(b)) {
+        tracker_->Record(b, ReuseTracker::Kind::kUnseen, 0);
+      }
       resident_.fetch_add(1, std::memory_order_relaxed);
       if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
       if (tid != 0) {

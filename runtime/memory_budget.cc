@@ -8,12 +8,13 @@ uint64_t MemoryBudget::BaseMargin(uint64_t limit) { return std::max(kMinMargin, 
 
 void MemoryBudget::Update(const MemorySample& s, uint64_t cache_bytes, uint64_t unrealized) {
   const uint64_t margin = BaseMargin(s.limit) + unrealized;
+  // The room may be negative (others took more): the cache gives that much back.
+  const uint64_t have = s.limit + cache_bytes;
   const uint64_t taken = margin + s.used + reserved();
-  const uint64_t room = s.limit > taken ? s.limit - taken : 0;
   limit_.store(s.limit, std::memory_order_relaxed);
   used_.store(s.used, std::memory_order_relaxed);
   margin_.store(margin, std::memory_order_relaxed);
-  allowance_.store(cache_bytes + room, std::memory_order_relaxed);
+  allowance_.store(have > taken ? have - taken : 0, std::memory_order_relaxed);
   cgroup_limited_.store(s.cgroup_limited, std::memory_order_relaxed);
   known_.store(true, std::memory_order_release);
 }

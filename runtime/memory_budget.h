@@ -6,8 +6,8 @@
 //
 //   margin    = max(16 MiB, limit / 8) + the part of the I/O channels' buffers that is
 //               not resident yet (address space that becomes memory as it is used)
-//   room      = limit - margin - used - reserved            (0 when negative)
-//   allowance = the cache's bytes now + room                 (the cache's ceiling)
+//   room      = limit - margin - used - reserved            (negative when others took more)
+//   allowance = max(0, the cache's bytes now + room)         (the cache's ceiling)
 // where limit and used come from the MemoryProbe (the memory cgroup's limit and usage, or
 // MemTotal and MemTotal - MemAvailable). So the cache may grow into the free room of the
 // cgroup less the margin, and must give back what others take. near_limit(): used is within

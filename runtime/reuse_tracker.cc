@@ -17,8 +17,10 @@ uint32_t TrackedFor(uint64_t blocks, uint32_t max_tracked) {
 // The capacity that keeps all but 1% of the reuses (and the first accesses) from missing.
 uint64_t WorkingSet(const MissCurve& c) {
   const uint64_t ws = c.CapacityFor(c.first_rate() + 0.01 * c.total_rate());
-  return ws == UINT64_MAX ? 0 : ws;
+  return ws == UINT64_MAX ? static_cast<uint64_t>(c.blocks()) : ws;
 }
+
+constexpr double kTickSeconds = 1e-4;
 
 }  // namespace
 
@@ -28,7 +30,8 @@ ReuseTracker::ReuseTracker(uint64_t blocks, uint64_t salt, uint32_t max_tracked)
       table_size_(std::bit_ceil(2 * max_tracked_)),
       ring_(kRingEvents),
       table_(table_size_),
-      scratch_(max_tracked_) {}
+      scratch_(max_tracked_),
+      fade_(std::log(2.0) / kHalfLife) {}
 
 uint64_t ReuseTracker::Now() {
   timespec ts;
@@ -38,7 +41,7 @@ uint64_t ReuseTracker::Now() {
 
 size_t ReuseTracker::memory_bytes() const {
   return (size_t{table_size_} + max_tracked_) * sizeof(Slot) + size_t{kRingEvents} * 24 +
-         2 * sizeof(MissCurve);
+         3 * sizeof(MissCurve);
 }
 
 uint64_t ReuseTracker::Hash(uint64_t block) const {
@@ -58,7 +61,7 @@ ReuseTracker::Slot* ReuseTracker::Find(uint64_t block) {
   }
 }
 
-void ReuseTracker::Insert(uint64_t block, uint64_t now) {
+void ReuseTracker::Insert(uint64_t block, uint32_t now) {
   if (tracked_ >= max_tracked_) {
     RaiseShift();
     if (!IsSampled(Hash(block), shift())) return;  // it left the sample with the others
@@ -66,7 +69,7 @@ void ReuseTracker::Insert(uint64_t block, uint64_t now) {
   const uint32_t mask = table_size_ - 1;
   uint32_t i = static_cast<uint32_t>(Hash(block)) & mask;
   while (table_[i].key != 0) i = (i + 1) & mask;
-  table_[i] = Slot{block + 1, now, 0, 0, 0};  // (last seen now)
+  table_[i] = Slot{block + 1, now, 0, 0, 0, 0, 0};
   ++tracked_;
 }
 
@@ -90,87 +93,119 @@ void ReuseTracker::RaiseShift() {
   cursor_ = 0;
 }
 
-void ReuseTracker::Process(uint64_t block, Kind kind, uint64_t now) {
+void ReuseTracker::AddPending(const Slot& s, uint32_t now, bool censored, MissCurve* to) {
+  // Every instant weighs the same: the waits only give the shape of F (a ratio), and the
+  // sample's scale, which changes when the sample shrinks, goes to the strata's blocks.
+  constexpr double kWeight = 1;
+  if (s.park_pending) {
+    to->AddWaits(0, static_cast<uint32_t>(now - s.park) * kTickSeconds, 0, 1, kWeight, fade_,
+                 censored);
+  }
+  if (s.pending > 0) {
+    const double spacing =
+        s.pending > 1 ? static_cast<uint32_t>(s.latest - s.first) * kTickSeconds / (s.pending - 1)
+                      : 0;
+    to->AddWaits(1, static_cast<uint32_t>(now - s.latest) * kTickSeconds, spacing, s.pending,
+                 kWeight, fade_, censored);
+  }
+}
+
+void ReuseTracker::Process(uint64_t block, Kind kind, uint64_t now_us) {
   const uint32_t shift = shift_.load(std::memory_order_relaxed);
   if (!IsSampled(Hash(block), shift)) return;  // left the sample after it was recorded
-  if (events_++ == 0 && phases_ == 0 && history_.span() == 0) epoch_start_ = now;
-  if (kind == Kind::kHit) ++hits_;
-  const double scale = std::ldexp(1.0, static_cast<int>(shift));
   Slot* s = Find(block);
+  if (kind == Kind::kUnseen) {
+    if (s != nullptr) s->pending = s->park_pending = 0;
+    return;
+  }
+  if (events_++ == 0 && phases_ == 0 && history_.span() == 0) epoch_start_ = now_us;
+  if (kind == Kind::kHit) ++hits_;
+  const uint32_t now = Tick(now_us);
+  const double scale = std::ldexp(1.0, static_cast<int>(shift));
   if (s == nullptr) {
     epoch_.AddFirst(scale);
     Insert(block, now);
     return;
   }
-  // Counted from the parking when there was one: nothing touched the block since.
-  const bool parked = s->flags & kParked;
-  const uint64_t from = parked ? s->park : s->last;
-  const uint64_t wait = std::max<uint64_t>(1, now > from ? now - from : 0);
-  // The block's mean wait: the average of its waits so far, then a moving average over
-  // about the last kWindow.
-  const uint32_t n = s->flags >> kCountShift;
-  const double mean = n == 0 ? static_cast<double>(wait)
-                     : n < kWindow ? (static_cast<double>(s->mean) * n + wait) / (n + 1)
-                                   : s->mean + (static_cast<double>(wait) - s->mean) / kWindow;
-  s->mean = static_cast<uint32_t>(std::clamp(mean, 1.0, 4e9));
-  // The accesses between the last seen one and the parking went unseen: this one stands
-  // for them too, at the block's mean rate.
-  double weight = 1;
-  if (parked && s->park > s->last) {
-    weight = std::min(kMaxWeight, 1 + static_cast<double>(s->park - s->last) / s->mean);
-  }
-  epoch_.Add(static_cast<double>(wait) * 1e-6, weight * scale);
+  AddPending(*s, now, /*censored=*/false, &epoch_);
   s->last = now;
-  s->flags = std::min(n + 1, kWindow) << kCountShift;
+  s->pending = s->park_pending = 0;
 }
 
 uint32_t ReuseTracker::Drain() {
   uint32_t n = 0;
   EventRing::Event e;
   while (ring_.Pop(&e)) {
-    Process(e.a >> 1, static_cast<Kind>(e.a & 1), static_cast<uint32_t>(e.b));
+    Process(e.a >> 2, static_cast<Kind>(e.a & 3), e.b);
     ++n;
   }
   return n;
 }
 
-void ReuseTracker::NoteParked(uint64_t block, uint64_t now) {
+void ReuseTracker::NoteAbsent(uint64_t block, uint64_t now_us) {
   Slot* s = Find(block);
   if (s == nullptr) return;
-  s->park = now;
-  s->flags |= kParked;
+  const uint32_t now = Tick(now_us);
+  if (s->pending == 0) s->first = now;
+  s->latest = now;
+  ++s->pending;
 }
 
-void ReuseTracker::VisitTracked(uint32_t n, uint64_t now,
-                                absl::FunctionRef<void(uint64_t, uint64_t)> fn) {
+void ReuseTracker::NoteParked(uint64_t block, uint64_t now_us) {
+  Slot* s = Find(block);
+  if (s == nullptr) return;
+  s->park = Tick(now_us);
+  s->park_pending = 1;
+}
+
+void ReuseTracker::VisitTracked(uint32_t n, uint64_t now_us,
+                                absl::FunctionRef<bool(uint64_t, uint64_t)> fn) {
+  const uint32_t now = Tick(now_us);
   for (uint32_t seen = 0; n > 0 && seen < table_size_; ++seen) {
     const Slot& s = table_[cursor_];
+    if (s.key != 0) {
+      if (!fn(s.key - 1, uint64_t{static_cast<uint32_t>(now - s.last)} * kTickUs)) return;
+      --n;
+    }
     cursor_ = (cursor_ + 1) & (table_size_ - 1);
-    if (s.key == 0) continue;
-    fn(s.key - 1, now > s.last ? now - s.last : 0);
-    --n;
   }
 }
 
-bool ReuseTracker::EndEpoch(uint64_t now) {
-  epoch_.AddSpan(std::max(1e-3, static_cast<double>(now > epoch_start_ ? now - epoch_start_ : 0) * 1e-6));
-  epoch_start_ = now;
-  // A phase change: the epoch's working set is half or twice the history's. An epoch with
-  // too few accesses to tell is folded in as it is.
-  const uint64_t ws = WorkingSet(epoch_);
-  bool phase = false;
-  if (history_.span() > 0 && epoch_.weight() >= 64 * std::ldexp(1.0, static_cast<int>(shift()))) {
-    phase = std::max(ws, working_set_) >= 16 && (ws > 2 * working_set_ || working_set_ > 2 * ws);
+bool ReuseTracker::EndEpoch(uint64_t now_us, absl::FunctionRef<State(uint64_t)> state) {
+  const double seconds = std::max(
+      1e-3, static_cast<double>(now_us > epoch_start_ ? now_us - epoch_start_ : 0) * 1e-6);
+  epoch_.AddSpan(seconds);
+  epoch_start_ = now_us;
+  const uint32_t now = Tick(now_us);
+  const double scale = std::ldexp(1.0, static_cast<int>(shift()));
+  // The strata, and the pending instants (a block resident now was read ahead: any access
+  // of it may have gone unseen, its instants are dropped).
+  MissCurve pending;
+  double resident = 0, absent = 0;
+  for (uint32_t i = 0; i < table_size_; ++i) {
+    Slot& s = table_[i];
+    if (s.key == 0) continue;
+    const State st = state(s.key - 1);
+    (st == State::kAbsent ? absent : resident) += scale;
+    if (st == State::kResident && s.pending > 0) s.pending = 0;
+    AddPending(s, now, /*censored=*/true, &pending);
   }
-  if (phase) {
-    history_ = epoch_;
-    ++phases_;
-  } else {
-    history_.Scale(kDecay);
-    history_.AddFrom(epoch_);
-  }
+  epoch_.set_blocks(0, resident);
+  epoch_.set_blocks(1, absent);
+  pending.set_blocks(0, resident);
+  pending.set_blocks(1, absent);
+  history_.Scale(std::exp(-fade_ * seconds));
+  history_.AddFrom(epoch_);
   epoch_.Clear();
-  working_set_ = WorkingSet(history_);
+  curve_ = history_;
+  curve_.AddFrom(pending);
+  // A phase change, for the record: the working set moved by a factor of two since the
+  // last epoch. (The curve follows phases by itself: old instants fade.)
+  const uint64_t ws = WorkingSet(curve_);
+  const bool phase =
+      std::max(ws, working_set_) >= 16 && (ws > 2 * working_set_ || working_set_ > 2 * ws);
+  if (phase) ++phases_;
+  working_set_ = ws;
   return phase;
 }
 

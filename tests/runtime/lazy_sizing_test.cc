@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "base/crash_point.h"
 #include "runtime/mapping.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/fake_memory_probe.h"
@@ -170,6 +169,8 @@ TEST_F(LazySizing, PhaseChangeToASmallerSetLowersTheVirtualCapacity) {
     return v2 < v1 / 2;
   });
   EXPECT_LT(v2, v1 / 2) << "the virtual capacity follows the phase";
+  RecordProperty("virtual_blocks_before", static_cast<int>(v1));
+  RecordProperty("virtual_blocks_after", static_cast<int>(v2));
   EXPECT_GE(v2, w2 / 2);
   EXPECT_GT((*rt)->Stats().sampled_hits, 0u);
   umap_mapping_stats ms;
@@ -219,19 +220,18 @@ TEST_F(LazySizing, SmallerBudgetShrinksTheCache) {
   std::mt19937_64 rng(4);
   AccessUntil(p, w, 30, rng, [&] { return Blocks((*rt)->Stats().cache_capacity_bytes) >= w; });
   ASSERT_GE(Blocks((*rt)->Stats().cache_capacity_bytes), w);
-  // Something else takes the machine's memory: 16 MiB of room are left for the cache.
-  CacheSizer* z = (*rt)->sizer();
-  ASSERT_NE(z, nullptr);
+  // Something else takes the machine's memory: the machine is 8 MiB past what the budget
+  // allows. (The fake's usage does not fall as the cache gives memory back, so the cache
+  // keeps giving: every 100 ms another 8 MiB, down to the pool's minimum.)
   const uint64_t limit = 8ull << 30;
   const uint64_t margin = limit / 8 + (*rt)->io().UnrealizedBufferBytes();
-  probe_->Set(limit, limit - margin - (16 << 20));
+  probe_->Set(limit, limit - margin + (8 << 20));
   const auto end = steady_clock::now() + std::chrono::seconds(10);
-  while (steady_clock::now() < end && (*rt)->pool().held() > Blocks(24 << 20)) {
+  while (steady_clock::now() < end && (*rt)->pool().held() > Blocks(8 << 20)) {
     std::this_thread::sleep_for(milliseconds(20));
   }
-  // The allowance is what the cache holds plus the room: it shrinks toward it as the probe
-  // keeps reporting the same usage (the fake does not see the cache give memory back).
-  EXPECT_LE((*rt)->pool().held(), Blocks(24 << 20));
+  EXPECT_LE((*rt)->pool().held(), Blocks(8 << 20));
+  EXPECT_LE((*rt)->pool().limit(), Blocks(8 << 20));
   for (uint64_t b = 0; b < w; b += 7) Read(p, b);
   ASSERT_TRUE((*rt)->Unmap(p, w * kBlock).ok());
 }
@@ -291,7 +291,7 @@ TEST_F(LazySizing, FaultPathAllocatesNothing) {
   }
   const uint64_t allocations = t_allocations - before;
   const umap_stats s = (*rt)->Stats();
-  EXPECT_GT(s.faults_missing - misses_before, 2000u);
+  EXPECT_GT(s.faults_missing - misses_before, 1000u);
   EXPECT_GT(s.cache_remisses, 0u);
   EXPECT_GT(s.sampled_hits, 0u) << "parked hits were among them";
   EXPECT_EQ(allocations, 0u) << "allocations by the faulting thread over "
@@ -299,69 +299,11 @@ TEST_F(LazySizing, FaultPathAllocatesNothing) {
   ASSERT_TRUE((*rt)->Unmap(p, blocks * kBlock).ok());
 }
 
-// A child process writes a working set, is squeezed by memory pressure (its dirty blocks
-// leave through the journal), and dies; what it wrote must be in the file after recovery.
+// A worker process (lazy_crash_worker.cc) writes a working set, is squeezed by memory
+// pressure (its dirty blocks leave through the journal), and dies; what it wrote must be in
+// the file after recovery. A separate process, started fresh: RocksDB's threads do not
+// survive a fork.
 enum class Death { kKillAfterShrink, kCrashAfterUmsyncCommit };
-
-void ChildWritesShrinksAndDies(const std::string& dir, umap_policy policy, Death death,
-                               int report_fd) {
-  auto probe = std::make_shared<FakeMemoryProbe>(8ull << 30, 0);
-  RuntimeOptions o;
-  o.lazy_start_bytes = 64 * kBlock;
-  o.stats_period_ms = 0;
-  o.journal_dir = dir + "/journal";
-  o.policy = policy;
-  o.memory_probe = probe;
-  auto rt = Runtime::Create(o);
-  if (!rt.ok()) ::_exit(10);
-  const uint64_t w = 2048;
-  const int fd = ::open((dir + "/data").c_str(), O_RDWR);
-  auto m = (*rt)->Map(nullptr, w * kBlock, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (fd < 0 || !m.ok()) ::_exit(11);
-  char* p = static_cast<char*>(*m);
-  // Every block gets its number as new content (several passes: the cache grows to it).
-  for (int pass = 0; pass < 4; ++pass) {
-    for (uint64_t b = 0; b < w; ++b) std::memset(p + b * kBlock, static_cast<char>(b % 251 + 1), kBlock);
-  }
-  if (Blocks((*rt)->Stats().cache_capacity_bytes) < w / 2) ::_exit(12);
-  // A smaller hot set for a while, so that the virtual capacity falls; then pressure.
-  std::mt19937_64 rng(8);
-  const auto until = steady_clock::now() + std::chrono::seconds(20);
-  while (steady_clock::now() < until && Blocks((*rt)->Stats().cache_virtual_bytes) >= w / 2) {
-    for (int i = 0; i < 2000; ++i) (void)static_cast<volatile char*>(p)[(rng() % 128) * kBlock];
-  }
-  probe->Pressure();
-  const auto shrink_until = steady_clock::now() + std::chrono::seconds(20);
-  while (steady_clock::now() < shrink_until &&
-         ((*rt)->pool().held() > (*rt)->pool().limit() ||
-          (*rt)->Stats().cache_shrunk_blocks == 0)) {
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  const umap_stats s = (*rt)->Stats();
-  if (s.cache_shrunk_blocks == 0 || s.dirty_evictions == 0) ::_exit(13);
-  // Report which blocks left the cache (their pages are no longer resident).
-  std::vector<unsigned char> vec(w);
-  if (::mincore(p, w * kBlock, vec.data()) != 0) ::_exit(14);
-  uint64_t left = 0;
-  for (uint64_t b = 0; b < w; ++b) left += (vec[b] & 1) ? 0 : 1;
-  if (::write(report_fd, vec.data(), vec.size()) != static_cast<ssize_t>(vec.size())) ::_exit(15);
-  if (left == 0) ::_exit(16);
-  if (death == Death::kKillAfterShrink) {
-    // Relaxed: evicted blocks are committed and applied by the write-back thread; wait for
-    // it to catch up, then die without a umsync.
-    const auto wb_until = steady_clock::now() + std::chrono::seconds(20);
-    while (steady_clock::now() < wb_until &&
-           (*rt)->Stats().blocks_written < (*rt)->Stats().dirty_evictions) {
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    ::raise(SIGKILL);
-  }
-  // Atomic: the evicted blocks are staged; the umsync commits them with the rest and the
-  // process dies right after the commit, before anything is applied.
-  if (!crash_point::Arm("journal.after_commit", 1, crash_point::Action::Kill()).ok()) ::_exit(17);
-  (void)(*rt)->Sync(p, w * kBlock);
-  ::_exit(18);  // the crash point did not fire
-}
 
 void CrashAndRecover(const std::string& dir, umap_policy policy, Death death) {
   const uint64_t w = 2048;
@@ -372,8 +314,12 @@ void CrashAndRecover(const std::string& dir, umap_policy policy, Death death) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     ::close(pipefd[0]);
-    ChildWritesShrinksAndDies(dir, policy, death, pipefd[1]);
-    ::_exit(19);
+    const std::string fd = std::to_string(pipefd[1]);
+    ::execl(UMAP_LAZY_CRASH_WORKER, UMAP_LAZY_CRASH_WORKER, dir.c_str(),
+            policy == UMAP_POLICY_ATOMIC ? "atomic" : "relaxed",
+            death == Death::kKillAfterShrink ? "kill" : "commit", fd.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
   }
   ::close(pipefd[1]);
   std::vector<unsigned char> resident(w);
@@ -387,7 +333,8 @@ void CrashAndRecover(const std::string& dir, umap_policy policy, Death death) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-      << "child exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+      << "worker exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+      << " (lazy_crash_worker.cc names the step)";
   ASSERT_EQ(got, w);
   // Recovery: mapping the file again with the same journal replays what was committed.
   RuntimeOptions o;
