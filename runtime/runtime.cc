@@ -350,7 +350,8 @@ uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
 absl::Status Runtime::StartSizing() {
   std::shared_ptr<MemoryProbe> probe = options_.memory_probe;
   if (!options_.lazy_sizing && options_.cache_bytes != 0) return absl::OkStatus();  // fixed
-  if (probe == nullptr) probe = SystemMemoryProbe::Create();
+  // Without lazy sizing the budget is read once: no pressure trigger.
+  if (probe == nullptr) probe = SystemMemoryProbe::Create("", options_.lazy_sizing);
   if (options_.lazy_sizing) {
     CacheSizer::Options o;
     o.start_blocks = geo_.start_blocks;
