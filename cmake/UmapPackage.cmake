@@ -56,7 +56,7 @@ set_target_properties(umap_static PROPERTIES
 
 # --- Man pages, rendered from docs/ at build time --------------------------------------------
 option(UMAP_MANPAGES "Render the man pages from docs/*.md with pandoc" ON)
-set(UMAP_MAN_PAGES umap-recover.1 umap.3)
+set(UMAP_MAN_PAGES umap-recover.1 umap-stat.1 umap.3)
 if(UMAP_MANPAGES)
   find_program(PANDOC_EXECUTABLE pandoc)
   if(NOT PANDOC_EXECUTABLE)
@@ -77,7 +77,7 @@ if(UMAP_MANPAGES)
     list(APPEND man_outputs ${out})
   endforeach()
   add_custom_target(umap_man ALL DEPENDS ${man_outputs})
-  install(FILES ${CMAKE_BINARY_DIR}/man/umap-recover.1
+  install(FILES ${CMAKE_BINARY_DIR}/man/umap-recover.1 ${CMAKE_BINARY_DIR}/man/umap-stat.1
           DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT tools)
   install(FILES ${CMAKE_BINARY_DIR}/man/umap.3
           DESTINATION ${CMAKE_INSTALL_MANDIR}/man3 COMPONENT dev)
@@ -94,8 +94,11 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/umap/umap.h ${PROJECT_SOURCE_DIR}/in
               ${PROJECT_SOURCE_DIR}/include/umap/umap.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/umap COMPONENT dev)
 # The user tools: release builds only (never a *-testing binary).
-install(TARGETS umap-recover umap-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+install(TARGETS umap-recover umap-stat umap-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         COMPONENT tools)
+# The LD_PRELOAD shim for unmodified programs (docs/preload.md): a plugin, not a library to
+# link against, so no soname link; it goes with the runtime library.
+install(TARGETS umap_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library)
 
 # umap.pc. Relocatable: the prefix is found from the .pc file's own place. Libs.private is
 # what a static link of libumap.a needs besides it, taken from the dependencies' .pc files.

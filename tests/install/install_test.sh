@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# install_test.sh BUILD_DIR SOURCE_DIR WORKDIR VERSION SOVERSION
+# install_test.sh BUILD_DIR SOURCE_DIR WORKDIR VERSION SOVERSION PLAIN_MMAP
 #
 # Installs the build into a temporary prefix and uses it as a user outside the tree would:
 #   1. the installed files are the expected ones (headers of include/umap/ only, the
@@ -11,9 +11,12 @@
 #      static, and runs: map a file, write, umsync, read back, check the file;
 #   5. a CMake project (tests/install/consumer, C++ with umap/umap.hpp) builds with
 #      find_package(umap) and runs the same;
-#   6. CPack builds the three .debs, whose contents (dpkg-deb -c) and fields are checked.
+#   6. CPack builds the three .debs, whose contents (dpkg-deb -c) and fields are checked;
+#   7. the installed libumap_preload.so puts Umap under an unmodified program's mmap() of a
+#      file under UMAP_PATHS (tests/preload/plain_mmap.c, built without Umap), the bytes
+#      reach the file, and the installed umap-stat shows the program's Umap mapping.
 set -u  # no pipefail: pipelines end in grep -q or head, judged by their output
-build=$1 src=$2 work=$3 version=$4 soversion=$5
+build=$1 src=$2 work=$3 version=$4 soversion=$5 plain_mmap=$6
 prefix=$work/prefix
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -43,7 +46,9 @@ expect_files=(
   "${libdir#$prefix/}/cmake/umap/umapConfigVersion.cmake"
   "${libdir#$prefix/}/cmake/umap/umapTargets.cmake"
   "${libdir#$prefix/}/cmake/umap/umapStaticTargets.cmake"
-  bin/umap-recover bin/umap-bench share/man/man1/umap-recover.1 share/man/man3/umap.3)
+  "${libdir#$prefix/}/libumap_preload.so"
+  bin/umap-recover bin/umap-stat bin/umap-bench share/man/man1/umap-recover.1
+  share/man/man1/umap-stat.1 share/man/man3/umap.3)
 for f in "${expect_files[@]}"; do
   [ -e "$prefix/$f" ] || [ -L "$prefix/$f" ] || fail "not installed: $f"
 done
@@ -160,13 +165,14 @@ if [ -n "$lib_deb" ] && [ -n "$dev_deb" ] && [ -n "$tools_deb" ]; then
       grep -qE "^$p\$" <<<"$c" || fail "$(basename "$d") lacks $p"
     done
   }
-  expect_in "$lib_deb" "/usr/lib.*/libumap\.so\.$version" "/usr/lib.*/libumap\.so\.$soversion"
+  expect_in "$lib_deb" "/usr/lib.*/libumap\.so\.$version" "/usr/lib.*/libumap\.so\.$soversion" \
+    "/usr/lib.*/libumap_preload\.so"
   expect_in "$dev_deb" /usr/include/umap/umap.h /usr/include/umap/umap_types.h \
     /usr/include/umap/umap.hpp "/usr/lib.*/libumap\.so" "/usr/lib.*/libumap\.a" \
     "/usr/lib.*/pkgconfig/umap\.pc" "/usr/lib.*/cmake/umap/umapConfig\.cmake" \
     "/usr/share/man/man3/umap\.3(\.gz)?"
-  expect_in "$tools_deb" /usr/bin/umap-recover /usr/bin/umap-bench \
-    "/usr/share/man/man1/umap-recover\.1(\.gz)?"
+  expect_in "$tools_deb" /usr/bin/umap-recover /usr/bin/umap-stat /usr/bin/umap-bench \
+    "/usr/share/man/man1/umap-recover\.1(\.gz)?" "/usr/share/man/man1/umap-stat\.1(\.gz)?"
   if contents "$lib_deb" | grep -qE '\.(h|hpp|a)$|/bin/'; then
     fail "$(basename "$lib_deb") holds development files or tools"
   fi
@@ -185,10 +191,39 @@ fi
 
 # The man pages are roff rendered from docs/ (pandoc), with the right titles.
 grep -q '^\.TH "UMAP-RECOVER" "1"' "$prefix/share/man/man1/umap-recover.1" &&
+  grep -q '^\.TH "UMAP-STAT" "1"' "$prefix/share/man/man1/umap-stat.1" &&
   grep -q '^\.TH "UMAP" "3"' "$prefix/share/man/man3/umap.3" &&
   grep -q 'umsync' "$prefix/share/man/man3/umap.3" &&
-  pass "man pages: umap-recover(1) and umap(3) are roff" ||
+  pass "man pages: umap-recover(1), umap-stat(1) and umap(3) are roff" ||
   fail "man pages lack their .TH lines: $(head -c 300 "$prefix/share/man/man3/umap.3")"
+
+# 7. The installed shim under an unmodified program, watched by the installed umap-stat.
+shim_dir=$work/shim
+mkdir -p "$shim_dir"
+shim_env=(LD_PRELOAD="$libdir/libumap_preload.so" LD_LIBRARY_PATH="$libdir"
+          UMAP_PATHS="$shim_dir" UMAP_JOURNAL_DIR="$work/shim.journal" UMAP_CACHE_BYTES=1M)
+shim() {  # shim ARGS...: plain_mmap under the installed shim, Umap for files in $shim_dir
+  env "${shim_env[@]}" "$plain_mmap" "$@"
+}
+check "plain_mmap writes and msyncs through the installed shim" \
+  shim write "$shim_dir/matrix.bin" 4194304 7
+check "the file holds the shim's bytes (verified without the shim)" \
+  "$plain_mmap" verify "$shim_dir/matrix.bin" 4194304 7
+coproc HOLD { exec env "${shim_env[@]}" "$plain_mmap" hold "$shim_dir/matrix.bin" 4194304 2>&1; }
+hold_pid=$HOLD_PID
+IFS= read -r -t 60 line <&"${HOLD[0]}"
+if [[ "$line" == ready* ]]; then
+  stat_out=$("$prefix/bin/umap-stat" --json "$hold_pid" 2>&1)
+  if [[ "$stat_out" == *"$shim_dir/matrix.bin"* ]]; then
+    pass "installed umap-stat shows the program's Umap mapping of $shim_dir/matrix.bin"
+  else
+    fail "installed umap-stat --json $hold_pid does not show $shim_dir/matrix.bin: $stat_out"
+  fi
+else
+  fail "plain_mmap hold under the installed shim said '$line'"
+fi
+echo done >&"${HOLD[1]}" 2>/dev/null
+wait "$hold_pid" 2>/dev/null || fail "plain_mmap hold under the installed shim failed ($?)"
 
 echo "$failures failed"
 [ "$failures" = 0 ]
