@@ -22,6 +22,47 @@ absl::Status WithErrno(absl::Status status, int err) {
   return status;
 }
 
+bool HasErrno(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kErrnoUrl).has_value();
+}
+
+absl::Status Reword(const absl::Status& status, absl::string_view message) {
+  absl::Status out(status.code(), message);
+  if (auto p = status.GetPayload(kErrnoUrl)) out.SetPayload(kErrnoUrl, *p);
+  return out;
+}
+
+ErrnoClass ClassifyErrno(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+      return ErrnoClass::kNoSpace;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ETXTBSY:
+      return ErrnoClass::kDenied;
+    case ENOENT:
+    case ENOTDIR:
+      return ErrnoClass::kMissing;
+    case EBUSY:
+      return ErrnoClass::kBusy;
+    case EINVAL:
+    case EISDIR:
+    case ELOOP:
+    case ENAMETOOLONG:
+    case EBADF:
+    case EFBIG:
+    case EXDEV:
+    case ENOSYS:
+    case EOPNOTSUPP:
+    case EOVERFLOW:
+      return ErrnoClass::kInvalid;
+    default:
+      return ErrnoClass::kTransient;
+  }
+}
+
 int ErrnoFromStatus(const absl::Status& status) {
   if (status.ok()) return 0;
   if (auto p = status.GetPayload(kErrnoUrl)) {

@@ -1,9 +1,11 @@
 // umsync-bench: umsync throughput, latency and write amplification by journal mode, dirty
-// set size and number of syncing threads, all in one run (ratios against journal_mode=off,
-// which is unsafe and only a reference). Each thread owns a mapping of its own file, so
-// concurrent umsyncs can share journal fsyncs (group commit).
+// set size, number of syncing threads and where the journal lives, all in one run (ratios
+// against journal_mode=off, which is unsafe and only a reference). Each thread owns a
+// mapping of its own file, so concurrent umsyncs can share journal fsyncs (group commit).
 //
 //   umsync-bench --dir /var/tmp/ub --sizes 4K,64K,1M --threads 1,4,8 --seconds 2
+//   umsync-bench --dir /mnt/gv0/ub --journal-dirs local=/var/tmp/ubj,gluster=/mnt/gv0/ubj
+//                --modes off,atomic      (data on GlusterFS; the journal local, then on it)
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,11 +31,15 @@ struct Mode {
   umap_policy policy;
   umap_journal_mode journal;
 };
-constexpr Mode kModes[] = {
-    {"off (unsafe)", UMAP_POLICY_RELAXED, UMAP_JOURNAL_OFF},
-    {"intent", UMAP_POLICY_RELAXED, UMAP_JOURNAL_INTENT},
-    {"data relaxed", UMAP_POLICY_RELAXED, UMAP_JOURNAL_DATA},
-    {"data atomic", UMAP_POLICY_ATOMIC, UMAP_JOURNAL_DATA},
+struct NamedMode {
+  const char* key;  // --modes
+  Mode mode;
+};
+constexpr NamedMode kModes[] = {
+    {"off", {"off (unsafe)", UMAP_POLICY_RELAXED, UMAP_JOURNAL_OFF}},
+    {"intent", {"intent", UMAP_POLICY_RELAXED, UMAP_JOURNAL_INTENT}},
+    {"relaxed", {"data relaxed", UMAP_POLICY_RELAXED, UMAP_JOURNAL_DATA}},
+    {"atomic", {"data atomic", UMAP_POLICY_ATOMIC, UMAP_JOURNAL_DATA}},
 };
 
 // Bytes this process passed to write-type system calls (/proc/self/io wchar).
@@ -60,8 +66,8 @@ struct Result {
   double syncs_per_s = 0, mb_per_s = 0, p50_us = 0, p99_us = 0, write_amp = 0;
 };
 
-Result RunCell(const std::string& dir, const Mode& mode, size_t dirty, int threads,
-               double seconds) {
+Result RunCell(const std::string& dir, const std::string& jdir, const Mode& mode, size_t dirty,
+               int threads, double seconds) {
   const size_t kBlock = 4096;
   const size_t file_size = std::max<size_t>(dirty * 4, 4 << 20);
   umap_config c;
@@ -69,7 +75,6 @@ Result RunCell(const std::string& dir, const Mode& mode, size_t dirty, int threa
   c.cache_bytes = std::max<size_t>(64 << 20, file_size * threads * 2);  // no eviction
   c.policy = mode.policy;
   c.journal_mode = mode.journal;
-  std::string jdir = dir + "/journal";
   c.journal_dir = jdir.c_str();
   umap_runtime* rt = umap_runtime_create(&c);
   if (rt == nullptr) {
@@ -151,42 +156,72 @@ Result RunCell(const std::string& dir, const Mode& mode, size_t dirty, int threa
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"umsync throughput/latency by journal mode, dirty-set size and threads"};
+  CLI::App app{"umsync throughput/latency by journal mode, dirty-set size, threads and journal place"};
   std::string dir = "/var/tmp/umsync-bench";
-  std::string sizes = "4K,64K,1M", threads_s = "1,4,8";
+  std::string sizes = "4K,64K,1M", threads_s = "1,4,8", modes_s = "off,intent,relaxed,atomic";
+  std::string journals_s;
   double seconds = 2;
-  app.add_option("--dir", dir, "directory for the files and the journal (local disk)");
+  app.add_option("--dir", dir, "directory for the data files (and, by default, the journal)");
+  app.add_option("--journal-dirs", journals_s,
+                 "NAME=DIR,...: journal directories to compare (default: local=DIR/journal)");
+  app.add_option("--modes", modes_s, "off,intent,relaxed,atomic (comma separated)");
   app.add_option("--sizes", sizes, "dirty bytes per umsync, comma separated");
   app.add_option("--threads", threads_s, "syncing threads, comma separated");
   app.add_option("--seconds", seconds, "duration of each cell");
   CLI11_PARSE(app, argc, argv);
-  std::string mk = "mkdir -p '" + dir + "'";
-  if (std::system(mk.c_str()) != 0) return 1;
-  auto split = [](const std::string& s) {
+  auto split = [](const std::string& s, char sep) {
     std::vector<std::string> out;
     size_t a = 0;
     while (a <= s.size()) {
-      size_t b = s.find(',', a);
+      size_t b = s.find(sep, a);
       if (b == std::string::npos) b = s.size();
       if (b > a) out.push_back(s.substr(a, b - a));
       a = b + 1;
     }
     return out;
   };
-  std::printf("%-13s %6s %7s %10s %9s %9s %9s %8s %9s\n", "mode", "dirty", "threads", "umsync/s",
-              "MB/s", "p50 us", "p99 us", "w-amp", "vs off");
-  for (const std::string& sz : split(sizes)) {
+  std::vector<std::pair<std::string, std::string>> journals;
+  for (const std::string& j : split(journals_s, ',')) {
+    const size_t eq = j.find('=');
+    if (eq == std::string::npos) {
+      std::fprintf(stderr, "--journal-dirs takes NAME=DIR, got '%s'\n", j.c_str());
+      return 2;
+    }
+    journals.emplace_back(j.substr(0, eq), j.substr(eq + 1));
+  }
+  if (journals.empty()) journals.emplace_back("local", dir + "/journal");
+  std::vector<const Mode*> modes;
+  for (const std::string& m : split(modes_s, ',')) {
+    const NamedMode* found = nullptr;
+    for (const NamedMode& n : kModes) {
+      if (m == n.key) found = &n;
+    }
+    if (found == nullptr) {
+      std::fprintf(stderr, "--modes: unknown mode '%s'\n", m.c_str());
+      return 2;
+    }
+    modes.push_back(&found->mode);
+  }
+  std::string mk = "mkdir -p '" + dir + "'";
+  if (std::system(mk.c_str()) != 0) return 1;
+  std::printf("%-13s %-8s %6s %7s %10s %9s %9s %9s %8s %9s\n", "mode", "journal", "dirty",
+              "threads", "umsync/s", "MB/s", "p50 us", "p99 us", "w-amp", "vs off");
+  for (const std::string& sz : split(sizes, ',')) {
     size_t dirty = ParseSize(sz);
-    for (const std::string& ts : split(threads_s)) {
+    for (const std::string& ts : split(threads_s, ',')) {
       int threads = std::stoi(ts);
       double off_rate = 0;
-      for (const Mode& m : kModes) {
-        Result r = RunCell(dir, m, dirty, threads, seconds);
-        if (m.journal == UMAP_JOURNAL_OFF) off_rate = r.syncs_per_s;
-        std::printf("%-13s %6s %7d %10.0f %9.1f %9.0f %9.0f %8.2f %8.2fx\n", m.name, sz.c_str(),
-                    threads, r.syncs_per_s, r.mb_per_s, r.p50_us, r.p99_us, r.write_amp,
-                    off_rate > 0 ? r.syncs_per_s / off_rate : 0.0);
-        std::fflush(stdout);
+      for (const Mode* m : modes) {
+        for (const auto& [jname, jdir] : journals) {
+          Result r = RunCell(dir, jdir, *m, dirty, threads, seconds);
+          if (m->journal == UMAP_JOURNAL_OFF) off_rate = r.syncs_per_s;
+          std::printf("%-13s %-8s %6s %7d %10.0f %9.1f %9.0f %9.0f %8.2f %8.2fx\n", m->name,
+                      m->journal == UMAP_JOURNAL_OFF ? "-" : jname.c_str(), sz.c_str(), threads,
+                      r.syncs_per_s, r.mb_per_s, r.p50_us, r.p99_us, r.write_amp,
+                      off_rate > 0 ? r.syncs_per_s / off_rate : 0.0);
+          std::fflush(stdout);
+          if (m->journal == UMAP_JOURNAL_OFF) break;  // no journal: one place is enough
+        }
       }
     }
   }

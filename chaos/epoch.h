@@ -78,16 +78,25 @@ struct Epoch {
   const uint64_t fault_seed;      // the worker's fault PRNG (--fault-seed), from rng
   const bool checks_earlier_run;  // an earlier epoch was left to this one's map-time replay
 
-  // Arm: the worker's rounds, its extra flags and environment, the crash point it arms
+  // Arm: the worker's rounds, its cache (in blocks: the memory bound the loop checks), its
+  // extra flags and environment, the crash point it arms
   // (UMAP_CRASH_AT; the loop counts it fired when the worker dies of SIGKILL it did not
   // get from the driver), the fault-draw rows it arms (counted fired with `fired`), and
   // whether this epoch must be recovered by umap-recover (never left to the next map).
   uint64_t rounds;
+  uint64_t cache_blocks;
   std::vector<std::string> args;
   std::vector<std::string> env = {};
   std::string crash_point = {};
   std::vector<std::string> draws = {};
   bool must_recover_now = false;
+  // Commands the worker and umap-recover run under (the namespaces of one node of a
+  // multi-node testbed: `gluster-testbed client-exec ... --`); empty: run as they are.
+  std::vector<std::string> worker_prefix = {};
+  std::vector<std::string> recover_prefix = {};
+  // The driver reads the data file with O_DIRECT: other clients of a DFS write it, and the
+  // driver's own client would show its cached pages instead of what the servers hold.
+  bool fresh_reads = false;
 
   bool fired = false;  // the fault happened (the "faults fired" column)
   // Judged by a umap-recover refusal (journal rot), set by FaultClass::DamageJournal.

@@ -202,10 +202,10 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
           .fault_seed = fault_seed,
           .checks_earlier_run = it.pending.has_value(),
           .rounds = rounds,
+          .cache_blocks = CacheBlocks(run_.config().replayable),
           .args = {"--file", file, "--journal", it.journal_dir, "--policy", it.rec.policy, "--seed",
                    absl::StrCat(it.wseed), "--tag", absl::StrCat(it.tag), "--first-round",
-                   absl::StrCat(it.first_round), "--blocks", absl::StrCat(kBlocks),
-                   "--cache-blocks", absl::StrCat(CacheBlocks(run_.config().replayable))}};
+                   absl::StrCat(it.first_round), "--blocks", absl::StrCat(kBlocks)}};
   if (!run_.config().mutation.empty()) {
     e.env.push_back("UMAP_TEST_MUTATION=" + run_.config().mutation);
   }
@@ -236,7 +236,7 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
   }
   ++it.rec.epochs_run;
   std::vector<Decoded> crashed;
-  if (absl::StatusOr<std::string> bytes = ReadWholeFile(file); bytes.ok()) {
+  if (absl::StatusOr<std::string> bytes = ReadDataFile(e); bytes.ok()) {
     crashed = DecodeFile(it, *bytes);
   }
   if (it.pending.has_value() && worker->base().has_value()) JudgeReplayedFile(it, *worker);
@@ -261,11 +261,12 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
 }
 
 std::unique_ptr<Worker> Harness::StartWorker(Iteration& it, Epoch& e) {
-  e.args.insert(e.args.end(), {"--rounds", absl::StrCat(e.rounds)});
+  e.args.insert(e.args.end(), {"--rounds", absl::StrCat(e.rounds), "--cache-blocks",
+                               absl::StrCat(e.cache_blocks)});
   if (e.checks_earlier_run) e.args.push_back("--report-base");
   e.started = Clock::now();
   absl::StatusOr<std::unique_ptr<Worker>> w =
-      Worker::Start(run_.config().worker, e.args, e.env, e.log);
+      Worker::Start(run_.config().worker, e.args, e.env, e.log, e.worker_prefix);
   if (!w.ok()) {
     it.rec.Violate("harness", absl::StrCat("starting the worker: ", w.status().ToString()));
     return nullptr;
@@ -311,7 +312,7 @@ void Harness::JudgeWorkerRun(Iteration& it, Epoch& e, Worker& worker, const Exit
                                   "), bound ", kRssGrowthBoundKib >> 10, " MiB"));
     }
   }
-  const uint64_t cache_bound = CacheBlocks(run_.config().replayable) * kBlockSize;
+  const uint64_t cache_bound = e.cache_blocks * kBlockSize;
   if (mem.max_cache_bytes > cache_bound) {
     it.rec.Violate("memory", absl::StrCat("the cache held ", mem.max_cache_bytes,
                                           " bytes, more than its bound of ", cache_bound));
@@ -372,14 +373,15 @@ bool Harness::RecoverAndJudge(Iteration& it, Epoch& e, const Worker& worker, con
   const std::string rlog = it.data_dir + "/../recover.log";
   const bool pending_likely =
       LeavesCommittedWork(e.crash_point) && !exit.exited && !worker.killed_by_us();
-  const int code1 = Recover(it, rlog, /*allow_kill=*/!e.expect_refusal, pending_likely);
-  absl::StatusOr<std::string> bytes1 = ReadWholeFile(e.file);
+  const int code1 = Recover(it, e, rlog, /*allow_kill=*/!e.expect_refusal, pending_likely);
+  absl::StatusOr<std::string> bytes1 = ReadDataFile(e);
   Exit se1, se2;
-  const std::vector<std::string> status_argv = {c.recover,      "-j",     it.journal_dir,
-                                                "--missing-ok", "status", "--json"};
+  std::vector<std::string> status_argv = e.recover_prefix;
+  status_argv.insert(status_argv.end(),
+                     {c.recover, "-j", it.journal_dir, "--missing-ok", "status", "--json"});
   absl::StatusOr<std::string> status1 = Capture(status_argv, rlog, &se1);
-  const int code2 = Recover(it, rlog, false, false);
-  absl::StatusOr<std::string> bytes2 = ReadWholeFile(e.file);
+  const int code2 = Recover(it, e, rlog, false, false);
+  absl::StatusOr<std::string> bytes2 = ReadDataFile(e);
   absl::StatusOr<std::string> status2 = Capture(status_argv, rlog, &se2);
   if (!bytes1.ok() || !bytes2.ok()) {
     it.rec.Violate("harness", absl::StrCat("reading the recovered file: ",
@@ -444,11 +446,13 @@ bool Harness::RecoverAndJudge(Iteration& it, Epoch& e, const Worker& worker, con
   return true;
 }
 
-int Harness::Recover(Iteration& it, const std::string& log, bool allow_kill, bool pending_likely) {
+int Harness::Recover(Iteration& it, const Epoch& epoch, const std::string& log,
+                     bool allow_kill, bool pending_likely) {
   const Config& c = run_.config();
   Rng& rng = it.rng;
-  const std::vector<std::string> argv = {c.recover,    "-j",    it.journal_dir, "--missing-ok",
-                                         "--progress", "never", "replay"};
+  std::vector<std::string> argv = epoch.recover_prefix;
+  argv.insert(argv.end(), {c.recover, "-j", it.journal_dir, "--missing-ok", "--progress",
+                           "never", "replay"});
   std::vector<std::string> env;
   if (c.mutation == "skip_crc") env.push_back("UMAP_TEST_MUTATION=skip_crc");
   if (allow_kill && (pending_likely ? !rng.OneIn(3) : rng.OneIn(3))) {
@@ -486,6 +490,10 @@ int Harness::Recover(Iteration& it, const std::string& log, bool allow_kill, boo
   }
   if (!e.exited) return 1000 + e.signal;
   return e.code;
+}
+
+absl::StatusOr<std::string> Harness::ReadDataFile(const Epoch& e) const {
+  return e.fresh_reads ? ReadWholeFileDirect(e.file) : ReadWholeFile(e.file);
 }
 
 std::vector<Decoded> Harness::DecodeFile(const Iteration& it, const std::string& bytes) const {

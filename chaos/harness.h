@@ -54,8 +54,12 @@ class Harness {
                        uint64_t upto, const std::vector<Decoded>& crashed);
   // Runs umap-recover until a run completes (killed runs are rerun); returns that run's code.
   // pending_likely: the worker died where committed transactions are left to replay, so a
-  // kill inside the replay (recovery.mid_replay) is worth arming.
-  int Recover(Iteration& it, const std::string& log, bool allow_kill, bool pending_likely);
+  // kill inside the replay (recovery.mid_replay) is worth arming. Runs under
+  // epoch.recover_prefix (on another node of a multi-node testbed).
+  int Recover(Iteration& it, const Epoch& epoch, const std::string& log, bool allow_kill,
+              bool pending_likely);
+  // The data file as the driver judges it (epoch.fresh_reads: through O_DIRECT).
+  absl::StatusOr<std::string> ReadDataFile(const Epoch& epoch) const;
   std::vector<Decoded> DecodeFile(const Iteration& it, const std::string& bytes) const;
 
   RunContext& run_;

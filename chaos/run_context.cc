@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chaos/capability.h"
+#include "base/status_macros.h"
 #include "chaos/system.h"
 
 namespace chaos {
@@ -15,13 +16,22 @@ namespace chaos {
 absl::Status RunContext::StartGluster() {
   const std::string name = absl::StrCat("chaos", ::getpid());
   const std::string mount = run_dir_ + "/gluster";
-  const std::string log = run_dir_ + "/gluster-up.log";
   MakeDirs(mount).IgnoreError();  // the testbed reports a missing mount point itself
   // A small brick: the brick's ext4 can be filled (enospc data-full) and power-cut (reboot:
   // gluster-testbed shutdown-brick).
-  Exit e = Run({config_.testbed, "up-single", "--name", name, "--mount", mount, "--ping-timeout",
-                "3", "--small-brick", "24M"},
-               log, 180000);
+  RETURN_IF_ERROR(RunTestbed({"up-single", "--name", name, "--mount", mount, "--ping-timeout",
+                              "3", "--small-brick", "24M"},
+                             run_dir_ + "/gluster-up.log", 180000));
+  gluster_name_ = name;
+  gluster_mount_ = mount;
+  return absl::OkStatus();
+}
+
+absl::Status RunContext::RunTestbed(const std::vector<std::string>& args, const std::string& log,
+                                    int timeout_ms) const {
+  std::vector<std::string> argv = {config_.testbed};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Exit e = Run(argv, log, timeout_ms);
   if (e.exited && e.code == 77) {
     // The testbed probed what it needs and said which capability is missing.
     absl::StatusOr<std::string> text = ReadWholeFile(log);
@@ -33,10 +43,9 @@ absl::Status RunContext::StartGluster() {
         absl::StrCat("exit 77 without naming a missing capability; see ", log));
   }
   if (!e.exited || e.code != 0) {
-    return absl::UnavailableError(absl::StrCat(e.ToString(), "; see ", log));
+    return absl::UnavailableError(
+        absl::StrCat("`", absl::StrJoin(argv, " "), "`: ", e.ToString(), "; see ", log));
   }
-  gluster_name_ = name;
-  gluster_mount_ = mount;
   return absl::OkStatus();
 }
 

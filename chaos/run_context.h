@@ -42,6 +42,11 @@ class RunContext {
   // the command and its log.
   absl::Status Testbed(const std::string& subcommand, const std::vector<std::string>& args,
                        int timeout_ms);
+  // Runs `gluster-testbed ARGS...` (any testbed; bound: timeout_ms), output appended to
+  // `log`. Exit 77 (GlusterFS cannot run here) is a missing capability naming the probe's
+  // line; any other failure an error naming the command and the log.
+  absl::Status RunTestbed(const std::vector<std::string>& args, const std::string& log,
+                          int timeout_ms) const;
   // The same, bounded to 60 s, with the time it took in *ms (switching a debug layer).
   absl::Status TimedTestbed(const std::string& subcommand, const std::vector<std::string>& args,
                             int* ms);

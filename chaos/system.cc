@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -348,6 +349,36 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
       return umap::PosixError(err, absl::StrCat("read ", path));
     }
   }
+  ::close(fd);
+  return out;
+}
+
+absl::StatusOr<std::string> ReadWholeFileDirect(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0 && errno == EINVAL) return ReadWholeFile(path);
+  if (fd < 0) return umap::PosixError(errno, absl::StrCat("open (O_DIRECT) ", path));
+  constexpr size_t kChunk = 1 << 16;
+  void* mem = nullptr;
+  if (::posix_memalign(&mem, 4096, kChunk) != 0) {
+    ::close(fd);
+    return umap::PosixError(ENOMEM, "buffer for an O_DIRECT read");
+  }
+  std::string out;
+  for (;;) {
+    const ssize_t n = ::pread(fd, mem, kChunk, static_cast<off_t>(out.size()));
+    if (n > 0) {
+      out.append(static_cast<char*>(mem), static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < kChunk) break;
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int err = errno;
+      std::free(mem);
+      ::close(fd);
+      return umap::PosixError(err, absl::StrCat("read (O_DIRECT) ", path));
+    }
+  }
+  std::free(mem);
   ::close(fd);
   return out;
 }

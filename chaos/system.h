@@ -96,6 +96,9 @@ absl::Status WriteBackRange(const std::string& path, uint64_t offset, uint64_t l
 absl::Status RemoveTree(const std::string& path);
 absl::Status MakeDirs(const std::string& path);
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+// The same through O_DIRECT where the file system allows it (what a DFS's servers hold, not
+// this client's cached pages); elsewhere (tmpfs) as ReadWholeFile.
+absl::StatusOr<std::string> ReadWholeFileDirect(const std::string& path);
 absl::Status WriteWholeFile(const std::string& path, const std::string& data, bool sync);
 
 }  // namespace chaos

@@ -19,10 +19,12 @@ using Clock = std::chrono::steady_clock;
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Start(const std::string& binary,
                                                       const std::vector<std::string>& args,
                                                       const std::vector<std::string>& env,
-                                                      const std::string& log) {
+                                                      const std::string& log,
+                                                      const std::vector<std::string>& prefix) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return absl::InternalError("pipe for the worker report");
-  std::vector<std::string> argv = {binary, "--report-fd", "3"};
+  std::vector<std::string> argv = prefix;
+  argv.insert(argv.end(), {binary, "--report-fd", "3"});
   argv.insert(argv.end(), args.begin(), args.end());
   absl::StatusOr<pid_t> pid = Spawn({argv, env, log, p[1]});
   ::close(p[1]);

@@ -24,11 +24,13 @@ namespace chaos {
 
 class Worker {
  public:
-  // Starts `binary` --report-fd 3 ARGS with `env` added, output appended to `log`.
+  // Starts PREFIX... `binary` --report-fd 3 ARGS with `env` added, output appended to `log`.
+  // The prefix must exec the binary (nsenter does), so that the pid is the worker's.
   static absl::StatusOr<std::unique_ptr<Worker>> Start(const std::string& binary,
                                                        const std::vector<std::string>& args,
                                                        const std::vector<std::string>& env,
-                                                       const std::string& log);
+                                                       const std::string& log,
+                                                       const std::vector<std::string>& prefix = {});
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

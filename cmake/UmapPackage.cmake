@@ -4,7 +4,7 @@
 #   library  libumap0      libumap.so.<SOVERSION> and its real file
 #   dev      libumap-dev   include/umap/ (the C API and the C++ RAII header), libumap.so,
 #                          libumap.a, umap.pc, lib/cmake/umap/, umap(3)
-#   tools    umap-tools    umap-recover and umap-bench, umap-recover(1)
+#   tools    umap-tools    umap-recover, umap-stat, umap-ctl and umap-bench, their man pages
 # Included by the top-level CMakeLists.txt after every component is defined.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -94,7 +94,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/umap/umap.h ${PROJECT_SOURCE_DIR}/in
               ${PROJECT_SOURCE_DIR}/include/umap/umap.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/umap COMPONENT dev)
 # The user tools: release builds only (never a *-testing binary).
-install(TARGETS umap-recover umap-stat umap-bench RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+install(TARGETS umap-recover umap-stat umap-ctl umap-bench
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         COMPONENT tools)
 # The LD_PRELOAD shim for unmodified programs (docs/preload.md): a plugin, not a library to
 # link against, so no soname link; it goes with the runtime library.
@@ -171,4 +172,4 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
 include(CPack)
 cpack_add_component(library DISPLAY_NAME "libumap shared library")
 cpack_add_component(dev DISPLAY_NAME "libumap development files" DEPENDS library)
-cpack_add_component(tools DISPLAY_NAME "umap-recover and umap-bench")
+cpack_add_component(tools DISPLAY_NAME "umap-recover, umap-stat, umap-ctl and umap-bench")

@@ -16,9 +16,13 @@
 #include "base/crc32c.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/private_dir.h"
 #include "base/status_macros.h"
+#include "journal/fenced_fs.h"
 #include "journal/lock_holder.h"
+#include "journal/private_fs.h"
 #include "journal/rocksdb_status.h"
+#include "journal/integrity.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -92,7 +96,7 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   // after a WAL error, and an auto-resumed DB could make a failed commit vanish under a
   // caller that still treats it as indeterminate. The listener also vetoes auto recovery.
   o.max_bgerror_resume_count = 0;
-  o.listeners.push_back(std::move(listener));
+  if (listener != nullptr) o.listeners.push_back(std::move(listener));
   o.avoid_flush_during_shutdown = false;
   o.statistics = std::move(statistics);
   // Bounded disk use. Applied transactions are point-deleted; a memtable flush keeps only
@@ -128,6 +132,42 @@ absl::Status ScanTag(rocksdb::DB* db, RecordTag tag, absl::string_view what,
     RETURN_IF_ERROR(fn(ToView(it->key()), ToView(it->value())));
   }
   return FromRocksDb(it->status(), absl::StrCat("scan ", what));
+}
+
+// Whose journal this may be: the effective user's, or, for root only, the named owner's.
+absl::StatusOr<PrivateDirPolicy> OwnerPolicy(const JournalOptions& options) {
+  const uid_t me = ::geteuid();
+  if (!options.owner.has_value() || *options.owner == me) return PrivateDirPolicy{me};
+  if (me != 0) {
+    return WithErrno(absl::PermissionDeniedError(absl::StrCat(
+                         "journal ", options.dir, ": only root may work on the journal of "
+                         "another user (uid ", *options.owner, "); you are uid ", me)),
+                     EPERM);
+  }
+  return PrivateDirPolicy{*options.owner, /*root_for_other=*/true};
+}
+
+absl::Status InUseError(const std::string& dir, pid_t holder) {
+  return WithErrno(absl::UnavailableError(absl::StrCat(
+                       "journal ", dir, " is in use by process ", holder, " (it holds ", dir,
+                       "/LOCK); stop that process or wait for it to exit")),
+                   EBUSY);
+}
+
+// Before RocksDB opens the journal (journal/integrity.h): a writable open would recover the
+// clean prefix of a damaged WAL, write it to a table file and delete the WAL, the evidence
+// with it. A journal held by a live process is reported as in use (its WAL may be growing).
+absl::Status RefuseDamagedJournal(rocksdb::FileSystem& fs, const rocksdb::Options& db_options,
+                                  const std::string& dir) {
+  absl::Status intact = CheckJournalIntegrity(fs, db_options, dir);
+  if (intact.ok() || intact.code() != absl::StatusCode::kDataLoss) return intact;
+  if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
+  return WithErrno(absl::DataLossError(absl::StrCat(
+                       intact.message(),
+                       ". Nothing was written and the journal is left as found: keep a copy of "
+                       "the directory, then `umap-recover --salvage` replays every record that "
+                       "can still be read")),
+                   EIO);
 }
 
 }  // namespace
@@ -185,22 +225,67 @@ struct Journal::Claim {
 };
 
 Journal::Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
-                 std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
+                 std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
+                 std::shared_ptr<Listener> listener,
                  std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db)
     : dir_(std::move(dir)),
       dir_id_(dir_id),
       staged_quota_(staged_quota),
+      fence_(std::move(fence)),
       env_(std::move(env)),
       listener_(std::move(listener)),
       statistics_(std::move(statistics)),
       db_(db) {}
 
 Journal::~Journal() {
+  if (fence_ != nullptr && fence_->fenced()) {
+    // The directory is another owner's now: no flush at close (FencedFs would refuse it
+    // anyway, but RocksDB need not try).
+    db_->SetDBOptions({{"avoid_flush_during_shutdown", "true"}}).PermitUncheckedError();
+  } else {
+    FlushAtClose();
+  }
   rocksdb::Status s = db_->Close();
   if (!s.ok()) UMAP_LOG(kWarn, "closing journal ", dir_, ": ", s.ToString());
   delete db_;
+  bool clean = s.ok();
+  {
+    absl::MutexLock l(&mu_);
+    clean = clean && poison_.ok();
+  }
+  // Only a clean close marks the owner record closed. A journal that failed (a write error,
+  // a lost disk) is left as a dead owner leaves it: the next owner logs the takeover, and
+  // nothing is written into a directory whose file system just refused writes.
+  if (fence_ != nullptr && clean) fence_->Release();
   // Only now, with RocksDB's LOCK released, may another Journal of this process open it.
   OpenDirs::Release(dir_id_);
+}
+
+void Journal::FlushAtClose() {
+  {
+    absl::MutexLock l(&mu_);
+    // Poisoned (or read-only): nothing more may be written. Nothing written since the open:
+    // the open already moved the recovered log into a table file.
+    if (!WritableLocked().ok() || bytes_written_ == 0) return;
+  }
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  if (rocksdb::Status s = db_->Flush(fo); !s.ok()) {
+    UMAP_LOG(kWarn, "closing journal ", dir_, ": flush failed (", s.ToString(),
+             "); the records stay in its write-ahead log");
+  }
+}
+
+absl::Status Journal::CheckPrivate(const JournalOptions& options) {
+  ASSIGN_OR_RETURN(const PrivateDirPolicy owner, OwnerPolicy(options));
+  return CheckPrivateDir(options.dir, owner);
+}
+
+absl::Status Journal::CheckIntegrity(const JournalOptions& options) {
+  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
+  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
+  return CheckJournalIntegrity(*fs, DbOptions(rocks_env.get(), nullptr, nullptr), options.dir);
 }
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& options) {
@@ -208,6 +293,11 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   if (dir.empty()) return absl::InvalidArgumentError("journal directory not set");
   Env* env = options.env != nullptr ? options.env : Env::Default();
   if (!options.read_only) RETURN_IF_ERROR(env->CreateDir(dir, 0700));
+  ASSIGN_OR_RETURN(const PrivateDirPolicy owner, OwnerPolicy(options));
+  RETURN_IF_ERROR(CheckPrivateDir(dir, owner));
+  // Root working on another user's journal leaves the files it creates to that user.
+  const std::optional<uid_t> give_to =
+      owner.root_for_other ? std::optional<uid_t>(owner.owner) : std::nullopt;
   ASSIGN_OR_RETURN(FileIdentity id, env->IdentifyPath(dir));
   const DirId dir_id(id.device, id.inode);
   if (!OpenDirs::Reserve(dir_id)) {
@@ -218,31 +308,38 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   }
   absl::Cleanup unreserve = [dir_id] { OpenDirs::Release(dir_id); };
 
-  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
-  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::shared_ptr<rocksdb::FileSystem> fs = std::make_shared<PrivateFs>(
+      options.fs != nullptr ? options.fs : rocksdb::FileSystem::Default(), give_to);
+  // The owner lock and a new epoch before RocksDB writes anything into the directory; every
+  // later write of RocksDB's passes the fence.
+  std::unique_ptr<JournalFence> fence;
+  if (!options.read_only) {
+    ASSIGN_OR_RETURN(fence, JournalFence::Acquire(dir, options.expected_epoch));
+    fs = std::make_shared<FencedFs>(fs, fence.get());
+  }
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   auto listener = std::make_shared<Listener>();
   std::shared_ptr<rocksdb::Statistics> statistics = rocksdb::CreateDBStatistics();
   statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
 
   rocksdb::DB* db = nullptr;
-  const rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  if (options.salvage) {
+    db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords;
+  } else {
+    RETURN_IF_ERROR(RefuseDamagedJournal(*fs, db_options, dir));
+  }
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
   if (!s.ok()) {
     // Safe to probe: no Journal of ours holds the directory (reserved above).
-    if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) {
-      return WithErrno(absl::UnavailableError(absl::StrCat(
-                           "journal ", dir, " is in use by process ", *holder, " (it holds ",
-                           dir, "/LOCK); stop that process or wait for it to exit")),
-                       EBUSY);
-    }
+    if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
     return FromRocksDb(
         s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }
   std::unique_ptr<Journal> journal(new Journal(dir, dir_id, options.staged_quota_bytes,
-                                               std::move(rocks_env), std::move(listener),
-                                               std::move(statistics), db));
+                                               std::move(fence), std::move(rocks_env),
+                                               std::move(listener), std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
   RETURN_IF_ERROR(journal->Recover(options.keep_staged || options.read_only, options.read_only));
   if (options.read_only) {
@@ -388,6 +485,20 @@ absl::Status Journal::poisoned() {
   absl::MutexLock l(&mu_);
   return WritableLocked();
 }
+
+absl::Status Journal::CheckOwner() { return CheckOwnerWith(false); }
+absl::Status Journal::CheckOwnerFresh() { return CheckOwnerWith(true); }
+
+absl::Status Journal::CheckOwnerWith(bool fresh_ok) {
+  if (fence_ == nullptr) return absl::OkStatus();
+  absl::Status s = fresh_ok ? fence_->CheckFresh() : fence_->Check();
+  if (s.ok() || !fence_->fenced()) return s;  // not fenced: a check that could not decide
+  absl::MutexLock l(&mu_);
+  PoisonLocked(s);
+  return s;
+}
+
+uint64_t Journal::epoch() const { return fence_ != nullptr ? fence_->epoch() : 0; }
 
 bool Journal::ConflictsLocked(const Claim& claim) const {
   for (const Claim* c : claims_) {
@@ -577,6 +688,9 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
     return absl::InvalidArgumentError(
         absl::StrCat("commit range [", first_block, ", ", end_block, ") is inverted"));
   }
+  // Only the owner commits: a former owner cut off from a shared journal and back again
+  // must not add to what the new owner replays.
+  RETURN_IF_ERROR(CheckOwner());
   std::vector<const BlockWrite*> given;
   given.reserve(blocks.size());
   for (const BlockWrite& b : blocks) given.push_back(&b);
@@ -762,6 +876,19 @@ absl::Status Journal::MarkApplied(absl::Span<const uint64_t> lsns) {
   return absl::OkStatus();
 }
 
+absl::Status Journal::Sync() {
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(WritableLocked());
+  }
+  absl::Status s = FromRocksDb(db_->SyncWAL(), absl::StrCat("sync of journal ", dir_));
+  if (!s.ok()) {
+    absl::MutexLock l(&mu_);
+    PoisonLocked(s);
+  }
+  return s;
+}
+
 std::vector<std::pair<uint64_t, Journal::PendingTxn>> Journal::TakeDeletableLocked() {
   // Walk in LSN order. A transaction must stay while it is unapplied, or while an older
   // transaction that stays shares a block *of the same file* with it: deleting it would let
@@ -868,6 +995,8 @@ Journal::Stats Journal::stats() const {
     st.pending_txns = pending_.size();
     st.unapplied_txns = unapplied_;
     st.mappings = mappings_.size();
+    st.last_lsn = last_lsn_;
+    st.last_mapping_id = last_mapping_id_;
   }
   st.wal_syncs = statistics_->getTickerCount(rocksdb::WAL_FILE_SYNCED);
   st.write_groups = statistics_->getTickerCount(rocksdb::WRITE_DONE_BY_SELF);

@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "journal/format.h"
+#include "journal/journal_fence.h"
 #include "umap/env.h"
 
 namespace rocksdb {
@@ -56,10 +57,16 @@ class WriteBatch;
 namespace umap::journal {
 
 struct JournalOptions {
-  // The journal directory. Created with mode 0700 if missing (its parent must exist); an
-  // existing directory keeps its mode. Must be a local directory: RocksDB's LOCK in it
-  // keeps a second process out.
+  // The journal directory. Created with mode 0700 if missing (its parent must exist). It
+  // must belong to `owner`, nobody else may be able to change it or a directory above it,
+  // and it is made 0700 and its files 0600 (base/private_dir.h: CheckPrivateDir). A local
+  // directory, or one on a shared file system whose byte-range locks are cluster-wide
+  // (docs/operations.md §1): a writable open takes its owner lock and a new epoch
+  // (journal/journal_fence.h), which keep a second process out and fence a former owner.
   std::string dir;
+  // Who must own the journal: the effective user (unset), or, for root only, the uid of the
+  // user whose journal root was told to work on (umap-recover --owner).
+  std::optional<uid_t> owner;
   // Carries every journal byte: the RocksDB instance reaches it through
   // rocksdb::NewCompositeEnv(fs). Null = rocksdb::FileSystem::Default(). Fault injection
   // passes a rocksdb::FileSystemWrapper here.
@@ -78,6 +85,16 @@ struct JournalOptions {
   // one when a writable reopen fails, so that staged and committed block images stay
   // readable (a failed read is a SIGBUS) until a writable reopen succeeds.
   bool read_only = false;
+  // A reopen by the process that owns epoch `expected_epoch` (after a write error): it
+  // keeps that epoch, and fails with ESTALE (fenced) when another owner took the journal
+  // over meanwhile. 0: a new owner (the next epoch).
+  uint64_t expected_epoch = 0;
+  // Open refuses (kDataLoss) a journal whose write-ahead log is damaged with intact records
+  // after the damage (journal/wal_damage.h; a torn tail is normal after a crash and is
+  // recovered). With salvage it opens such a journal anyway and keeps every record that can
+  // be read, before and after the damage (RocksDB's kSkipAnyCorruptedRecords); commits in
+  // the unreadable bytes are lost. Only on the operator's word (umap-recover --salvage).
+  bool salvage = false;
 };
 
 using MappingInfo = MappingRecord;
@@ -122,6 +139,10 @@ class Journal {
     uint64_t pending_txns = 0;   // committed, records still in the journal (PendingLsns)
     uint64_t unapplied_txns = 0; // committed, not yet marked applied
     uint64_t mappings = 0;
+    // The highest LSN and mapping id ever issued (they never decrease, also across reopen):
+    // a journal that shows the same pair as before was not written by anyone meanwhile.
+    uint64_t last_lsn = 0;
+    uint64_t last_mapping_id = 0;
   };
 
   // Opens (creating if needed) the journal in options.dir and recovers its state: mappings,
@@ -132,13 +153,26 @@ class Journal {
   //   kUnavailable         the journal is open elsewhere (message names the directory and,
   //                        when it can be found, the pid holding it), or RocksDB I/O failed;
   //   kFailedPrecondition  the journal was written in a newer format than this build reads;
-  //   kDataLoss            a record is corrupt, or the directory holds another database;
+  //   kDataLoss            a record is corrupt, the directory holds another database, or
+  //                        the write-ahead log is damaged with records after the damage
+  //                        (JournalOptions::salvage; nothing was written);
   //   kInvalidArgument     options.dir is empty;
+  //   kPermissionDenied    the directory is not private to its owner (errno EPERM), or
+  //                        options.owner names another user and the caller is not root;
   //   an Env error         creating the directory failed (kNotFound: no parent).
   // The "in use" errors carry errno EBUSY.
   static absl::StatusOr<std::unique_ptr<Journal>> Open(const JournalOptions& options);
 
-  // Closes RocksDB. Pending transactions stay in the journal for the next Open.
+  // What Open checks first: that the existing directory options.dir is private to its
+  // owner (JournalOptions::dir, ::owner). OK or kPermissionDenied; other errors: errno.
+  static absl::Status CheckPrivate(const JournalOptions& options);
+
+  // What Open checks before RocksDB touches the directory (journal/integrity.h): OK, or the
+  // kDataLoss that Open returns without options.salvage. Writes nothing.
+  static absl::Status CheckIntegrity(const JournalOptions& options);
+
+  // Closes RocksDB, after flushing its log into a table file if anything was written (WriteCloseMark).
+  // Pending transactions stay in the journal for the next Open.
   // REQUIRES: no other call on this Journal is running.
   ~Journal();
 
@@ -191,6 +225,11 @@ class Journal {
   absl::Status MarkApplied(uint64_t lsn);
   absl::Status MarkApplied(absl::Span<const uint64_t> lsns);
 
+  // Makes every record written so far durable: the applied marks and watermark that
+  // MarkApplied writes without sync (a checkpoint hands the journal on in exactly this
+  // state). A failure poisons the journal.
+  absl::Status Sync();
+
   // The committed transactions whose records are still in the journal, in LSN order: every
   // one not yet marked applied, and any marked one kept because an older unmarked one
   // shares a block with it. This is what a reopen finds. Replaying all of them in LSN order
@@ -209,6 +248,19 @@ class Journal {
   Stats stats() const;
   // OK, or the kFailedPrecondition status that write calls return.
   absl::Status poisoned();
+  // OK while this process owns the journal (JournalFence::Check: its owner lock stands and
+  // the owner record names it). Once another owner took over: kFailedPrecondition with
+  // errno ESTALE naming it, for good, and the journal is poisoned. Commit calls it first;
+  // so must anything that writes the journal's transactions into files (applies), and a
+  // process resumed from a checkpoint before it writes again. A read-only journal: OK.
+  absl::Status CheckOwner();
+  // CheckOwner, unless a check succeeded within the last few milliseconds
+  // (JournalFence::CheckFresh): for the apply that follows a commit.
+  absl::Status CheckOwnerFresh();
+  // The owner epoch of this open (0 for a read-only open).
+  uint64_t epoch() const;
+  // Test-only: the fence of a writable open (null for a read-only one).
+  JournalFence* TEST_fence() { return fence_.get(); }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -225,10 +277,16 @@ class Journal {
   using DirId = std::pair<uint64_t, uint64_t>;     // (device, inode) of the directory
 
   Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
-          std::unique_ptr<rocksdb::Env> env, std::shared_ptr<Listener> listener,
-          std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db);
+          std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
+          std::shared_ptr<Listener> listener, std::shared_ptr<rocksdb::Statistics> statistics,
+          rocksdb::DB* db);
 
   absl::Status Recover(bool keep_staged, bool read_only);
+  absl::Status CheckOwnerWith(bool fresh_ok);
+  // A clean close moves the log into a table file (a RocksDB flush), so that a closed
+  // journal's records are all in block-checksummed tables and none is in a WAL tail, where
+  // damage could not be told from the torn tail of a crash (docs/journal_format.md §8).
+  void FlushAtClose();
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
   // OK, or the poisoned status. Also picks up a background error seen by the listener.
@@ -247,6 +305,8 @@ class Journal {
   const std::string dir_;
   const DirId dir_id_;
   const uint64_t staged_quota_;
+  // Null for a read-only open. Declared before env_: the FencedFs inside env_ uses it.
+  const std::unique_ptr<JournalFence> fence_;
   const std::unique_ptr<rocksdb::Env> env_;  // the composite Env over JournalOptions::fs
   const std::shared_ptr<Listener> listener_;
   const std::shared_ptr<rocksdb::Statistics> statistics_;

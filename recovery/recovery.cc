@@ -114,12 +114,24 @@ ExitCode Worse(ExitCode a, ExitCode b) { return Rank(a) >= Rank(b) ? a : b; }
 }  // namespace
 
 ExitCode ExitCodeOf(const absl::Status& status) {
+  if (status.ok()) return ExitCode::kOk;
+  // Corruption is a refusal whatever errno it carries (RocksDB's come with EIO).
+  if (absl::IsDataLoss(status)) return ExitCode::kRefused;
+  // A system call's error: by its errno, not by the code ErrnoToStatus picked for it.
+  if (HasErrno(status)) {
+    switch (ClassifyErrno(ErrnoFromStatus(status))) {
+      case ErrnoClass::kTransient:
+      case ErrnoClass::kNoSpace:
+        return ExitCode::kIoError;
+      case ErrnoClass::kDenied:
+      case ErrnoClass::kMissing:
+      case ErrnoClass::kBusy:
+      case ErrnoClass::kInvalid:
+        return ExitCode::kRefused;
+    }
+  }
+  // Our own statuses, which carry no errno: by code.
   switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return ExitCode::kOk;
-    case absl::StatusCode::kUnavailable:
-      // The journal is held by a live process: refused. Any other kUnavailable is I/O.
-      return ErrnoFromStatus(status) == EBUSY ? ExitCode::kRefused : ExitCode::kIoError;
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kDataLoss:
@@ -153,6 +165,7 @@ ExitCode ExitCodeOf(const Report& report) {
     }
   }
   if (!report.journal_status.ok()) code = Worse(code, ExitCodeOf(report.journal_status));
+  if (!report.salvaged.ok()) code = Worse(code, ExitCode::kDataLoss);
   return code;
 }
 
@@ -293,16 +306,16 @@ class Recoverer {
   uint64_t cached_bytes_ = 0;
 };
 
-// Whether `found` is the file the journal names. The inode must match. So must the device,
-// except that file systems without a block device of their own (FUSE — GlusterFS —, NFS,
-// and other anonymous-device mounts, major number 0) get a new st_dev at every mount: after a
-// client restart or a node reboot the same file comes back under another device number.
+}  // namespace
+
 bool SameFile(const FileIdentity& journaled, const FileIdentity& found) {
   if (journaled.inode != found.inode) return false;
   if (journaled.device == found.device) return true;
   return major(static_cast<dev_t>(journaled.device)) == 0 &&
          major(static_cast<dev_t>(found.device)) == 0;
 }
+
+namespace {
 
 bool Recoverer::Included(const MappingInfo& m) const {
   if (std::find(o_.skip_mappings.begin(), o_.skip_mappings.end(), m.id) !=
@@ -451,8 +464,8 @@ void Recoverer::Check(MappingWork* w) {
                                                       ": ", found.status().message(), kept)));
     } else {
       Refuse(w, Problem::kIo,
-             absl::Status(found.status().code(),
-                          absl::StrCat("mapping ", m.id, ": stat ", where, ": ",
+             Reword(found.status(),
+                    absl::StrCat("mapping ", m.id, ": stat ", where, ": ",
                                        found.status().message(), kept, "; safe to rerun")));
     }
     return;
@@ -498,7 +511,7 @@ absl::Status Recoverer::OpenGroupFile(FileGroup* g) {
                     "are kept. Make the file writable (or remount read-write) and rerun")));
     } else {
       FailGroup(g, Problem::kIo,
-                absl::Status(f.status().code(), absl::StrCat("open ", g->path, ": ",
+                Reword(f.status(), absl::StrCat("open ", g->path, ": ",
                                                              f.status().message(),
                                                              "; nothing written; safe to rerun")));
     }
@@ -601,7 +614,7 @@ absl::Status Recoverer::Checkpoint(FileGroup* g, std::vector<const Txn*>* done,
       // Never retry a failed fdatasync: the kernel may have dropped the pages. The
       // transactions stay pending; the next run writes them again.
       FailGroup(g, Problem::kIo,
-                absl::Status(s.code(), absl::StrCat(s.message(), "; the transactions since the "
+                Reword(s, absl::StrCat(s.message(), "; the transactions since the "
                                                                  "last checkpoint stay pending; "
                                                                  "safe to rerun")));
       return s;
@@ -637,7 +650,7 @@ absl::Status Recoverer::Checkpoint(FileGroup* g, std::vector<const Txn*>* done,
     timings_.mark += env_->NowMicros() - t0;
     if (absl::Status s = mark_status; !s.ok()) {
       FailGroup(g, Problem::kJournal,
-                absl::Status(s.code(), absl::StrCat("the file is synced, but marking its "
+                Reword(s, absl::StrCat("the file is synced, but marking its "
                                                     "transactions applied failed: ",
                                                     s.message(), "; safe to rerun")));
       return s;
@@ -717,7 +730,7 @@ absl::Status Recoverer::Replay(FileGroup* g) {
       if (!full.ok()) {
         absl::Status s = full.status();
         FailGroup(g, absl::IsDataLoss(s) ? Problem::kBadTransaction : Problem::kIo,
-                  absl::Status(s.code(), absl::StrCat("read transaction LSN ", t->lsn, ": ",
+                  Reword(s, absl::StrCat("read transaction LSN ", t->lsn, ": ",
                                                       s.message())));
         return s;
       }
@@ -744,7 +757,7 @@ absl::Status Recoverer::Replay(FileGroup* g) {
         timings_.write += env_->NowMicros() - t0;
         if (absl::Status s = write_status; !s.ok()) {
           FailGroup(g, Problem::kIo,
-                    absl::Status(s.code(), absl::StrCat("replay of LSN ", t->lsn, " (mapping ",
+                    Reword(s, absl::StrCat("replay of LSN ", t->lsn, " (mapping ",
                                                         t->mapping_id, ", block ", first.block,
                                                         ", offset ", offset, "): ", s.message(),
                                                         "; the journal keeps the transaction; "
@@ -783,7 +796,7 @@ void Recoverer::ProcessGroup(FileGroup* g) {
   // Intent blocks are judged in every mode; kVerify judges data blocks too.
   if (absl::Status s = Classify(g, o_.mode == Mode::kVerify); !s.ok()) {
     FailGroup(g, Problem::kIo,
-              absl::Status(s.code(), absl::StrCat("read ", g->path, ": ", s.message(),
+              Reword(s, absl::StrCat("read ", g->path, ": ", s.message(),
                                                   "; nothing written; safe to rerun")));
     return;
   }
@@ -838,7 +851,7 @@ absl::StatusOr<Report> Recoverer::Run(Report report) {
       for (MappingWork* w : g.members) {
         if (w != refused) {
           Refuse(w, refused->report->problem,
-                 absl::Status(refused->report->status.code(),
+                 Reword(refused->report->status,
                               absl::StrCat("another mapping of the same file was refused: ",
                                            refused->report->status.message())));
         }
@@ -934,6 +947,11 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
     if (absl::IsNotFound(dir.status())) return missing(dir.status().message());
     return dir.status();
   }
+  journal::JournalOptions jo;
+  jo.dir = options.journal_dir;
+  jo.owner = options.journal_owner;
+  // Whose journal it is, before anything in it is looked at.
+  RETURN_IF_ERROR(journal::Journal::CheckPrivate(jo));
   absl::StatusOr<FileIdentity> current = jenv->IdentifyPath(options.journal_dir + "/CURRENT");
   if (!current.ok()) {
     if (absl::IsNotFound(current.status())) {
@@ -942,13 +960,17 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
     return current.status();
   }
 
-  journal::JournalOptions jo;
-  jo.dir = options.journal_dir;
   jo.fs = options.journal_fs;
   jo.env = jenv;
   // Keep the staged records: dry-run and verify must not change the journal, and a replay
   // drops them with each mapping it forgets (so they are counted per mapping).
   jo.keep_staged = true;
+  if (options.salvage) {
+    report.salvaged = journal::Journal::CheckIntegrity(jo);
+    if (!report.salvaged.ok() && !absl::IsDataLoss(report.salvaged)) return report.salvaged;
+    jo.salvage = true;
+    jo.read_only = options.mode != Mode::kReplay;  // a preview writes nothing
+  }
   uint64_t t0 = env->NowMicros();
   ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(jo));
   const uint64_t open_us = env->NowMicros() - t0;

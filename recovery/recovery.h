@@ -47,6 +47,8 @@
 #ifndef UMAP_RECOVERY_RECOVERY_H_
 #define UMAP_RECOVERY_RECOVERY_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -99,6 +101,9 @@ struct RecoverOptions {
   // allow_missing_journal (then a missing or empty directory is "nothing to do").
   std::string journal_dir;
   bool allow_missing_journal = false;
+  // Recover(options) only: root confirms that the journal is user `journal_owner`'s
+  // (journal::JournalOptions::owner). Unset: it must be the caller's own.
+  std::optional<uid_t> journal_owner;
   // Carries every byte of the target files. Null = Env::Default(). Not owned.
   Env* env = nullptr;
   // Recover(options) only: the journal's RocksDB file system (null = default) and the Env
@@ -106,6 +111,12 @@ struct RecoverOptions {
   std::shared_ptr<rocksdb::FileSystem> journal_fs;
   Env* journal_env = nullptr;
   Mode mode = Mode::kReplay;
+  // Recover(options) only: the journal is damaged (an open refuses it with kDataLoss, see
+  // journal/integrity.h) and the operator chose to keep what can be read: every WAL record
+  // before and after the damage (journal::JournalOptions::salvage). Report::salvaged says
+  // what was damaged. Modes other than kReplay open it read-only: they show what a
+  // salvaging replay would do and write nothing.
+  bool salvage = false;
   std::vector<PathRelocation> relocations;
   // Replay into a file whose size differs from the journaled size. Umap never changes a
   // file's size, so a different size means another file or a truncation: refused unless set.
@@ -218,6 +229,9 @@ struct Report {
   uint64_t staged_bytes = 0;
   std::vector<MappingReport> mappings;  // by mapping id; filtered ones left out
   absl::Status journal_status;    // a journal error after the scan (MarkApplied etc.)
+  // RecoverOptions::salvage: the damage the open went past (the kDataLoss an open without
+  // salvage returns), OK when the journal was whole. Not OK counts as data loss (exit 1).
+  absl::Status salvaged;
   uint64_t duration_micros = 0;
   // Where the time went (wall clock, microseconds): reading and CRC-checking the backlog
   // (scan), reading it again to write it (read), file writes, fdatasyncs, MarkApplied.
@@ -233,8 +247,16 @@ enum class ExitCode : int {
   kRefused = 2,     // refused: owner alive, identity/size mismatch, newer or corrupt journal
   kIoError = 3,     // I/O error: journal kept, safe to rerun
 };
-// For a report: the worst of its mappings (kIoError > kRefused > kDataLoss > kOk).
+// For a report: the worst of its mappings (kRefused > kIoError > kDataLoss > kOk), and
+// kDataLoss at least after a salvage that went past damage.
 ExitCode ExitCodeOf(const Report& report);
+
+// Whether `found` is the file the journal names (or a checkpointed runtime mapped). The
+// inode must match. So must the device, except that file systems without a block device of
+// their own (FUSE — GlusterFS —, NFS, and other anonymous-device mounts, major number 0) get
+// a new st_dev at every mount: after a client restart or a node reboot the same file comes
+// back under another device number.
+bool SameFile(const FileIdentity& journaled, const FileIdentity& found);
 // For an error Recover returned instead of a report.
 ExitCode ExitCodeOf(const absl::Status& status);
 

@@ -59,6 +59,7 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.prefetch_bytes = c.prefetch_bytes;
   o.fault_mode = c.fault_mode;
   o.stats_period_ms = c.stats_period_ms;
+  o.coherence = c.coherence;
   return o;
 }
 
@@ -124,6 +125,7 @@ extern "C" int umap_config_init(umap_config* c) {
   c->prefetch_bytes = d.prefetch_bytes;
   c->fault_mode = d.fault_mode;
   c->stats_period_ms = d.stats_period_ms;
+  c->coherence = d.coherence;
 
   bool ok = true;
   auto bytes = [&](const char* name, size_t* field) {
@@ -159,6 +161,11 @@ extern "C" int umap_config_init(umap_config* c) {
     else if (std::strcmp(v, "0") == 0) c->lazy_sizing = 0;
     else { UMAP_LOG(kError, "UMAP_LAZY_SIZING=", v, " must be 0 or 1"); ok = false; }
   }
+  if (const char* v = std::getenv("UMAP_CHECKPOINT")) {
+    if (std::strcmp(v, "1") == 0) c->checkpoint_control = 1;
+    else if (std::strcmp(v, "0") == 0) c->checkpoint_control = 0;
+    else { UMAP_LOG(kError, "UMAP_CHECKPOINT=", v, " must be 0 or 1"); ok = false; }
+  }
   if (const char* v = std::getenv("UMAP_IO_DIRECT")) {
     if (std::strcmp(v, "1") == 0) c->io_direct = 1;
     else if (std::strcmp(v, "0") == 0) c->io_direct = 0;
@@ -187,6 +194,17 @@ extern "C" int umap_config_init(umap_config* c) {
     else if (std::strcmp(v, "intent") == 0) c->journal_mode = UMAP_JOURNAL_INTENT;
     else if (std::strcmp(v, "off") == 0) c->journal_mode = UMAP_JOURNAL_OFF;
     else { UMAP_LOG(kError, "UMAP_JOURNAL_MODE=", v, " must be data, intent or off"); ok = false; }
+  }
+  if (const char* v = std::getenv("UMAP_COHERENCE")) {
+    if (std::strcmp(v, "auto") == 0) c->coherence = UMAP_COHERENCE_AUTO;
+    else if (std::strcmp(v, "read-only") == 0) c->coherence = UMAP_COHERENCE_READ_ONLY;
+    else if (std::strcmp(v, "partitioned-write") == 0) c->coherence = UMAP_COHERENCE_PARTITIONED_WRITE;
+    else if (std::strcmp(v, "shared-write") == 0) c->coherence = UMAP_COHERENCE_SHARED_WRITE;
+    else {
+      UMAP_LOG(kError, "UMAP_COHERENCE=", v,
+               " must be auto, read-only, partitioned-write or shared-write");
+      ok = false;
+    }
   }
   if (!ok) {
     errno = EINVAL;

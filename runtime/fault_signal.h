@@ -14,6 +14,15 @@
 // A program that installs its own SIGBUS handler after the first signal-mode runtime exists
 // must call umap_handle_signal() first in it (include/umap/umap.h); the preload library does
 // that for programs it runs.
+//
+// Checkpoints (Runtime::Quiesce): a quiesced runtime's ranges are PROT_NONE and no longer
+// registered with a userfaultfd, so an access raises SIGSEGV. The SIGSEGV handler installed
+// by InstallQuiesceSignal (at the first quiesce, chaining to the handler before it) parks
+// such a thread until the runtime runs again, then returns so that the access is retried;
+// an access to a fenced runtime's range goes on to the previous SIGSEGV disposition. A
+// fault taken while a quiesce is writing back (signal mode: SIGBUS) parks the same way.
+// Parked threads sleep on one process-wide futex word, so a runtime can be destroyed while
+// threads sleep on it.
 #ifndef UMAP_RUNTIME_FAULT_SIGNAL_H_
 #define UMAP_RUNTIME_FAULT_SIGNAL_H_
 
@@ -25,16 +34,34 @@ namespace umap::runtime {
 
 class Runtime;
 
-// Registers `rt` with the dispatcher, installing the SIGBUS handler on first use.
+// Registers `rt` with the dispatcher (every runtime, whatever its fault mode), installing
+// the SIGBUS handler on first use by a signal-mode runtime.
 // Errors: ENOMEM when too many runtimes are registered; sigaction's errno.
 absl::Status AttachFaultSignal(Runtime* rt);
+// Installs the SIGSEGV handler for quiesced ranges (once per process; later calls do
+// nothing). Errors: sigaction's errno.
+absl::Status InstallQuiesceSignal();
 // Removes `rt`; when this returns no signal handler is using it any more.
 void DetachFaultSignal(Runtime* rt);
 
 // Resolves the fault described by (sig, info, ucontext) if it belongs to a registered
 // runtime; true when it did (the faulting access is retried when the handler returns).
+// SIGBUS: a userfaultfd fault of a signal-mode runtime. SIGSEGV: an access to a quiesced
+// range (returns once the runtime runs again; false when it is fenced).
 // Async-signal-safe on the success path.
 bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext);
+
+// The parking word's generation, read before deciding to park.
+uint32_t ParkGeneration();
+// Sleeps until the generation is no longer `generation` (a runtime resumed or was fenced).
+// Async-signal-safe.
+void ParkFaultingThread(uint32_t generation);
+// Bumps the generation and wakes every parked thread: each retries its access.
+void WakeParkedThreads();
+// Hands a signal on to the disposition `prev` that a Umap handler replaced: its handler, or
+// the default action (a fault re-executes the access and meets the default disposition; a
+// signal sent by kill(2) is raised again). Async-signal-safe.
+void ChainToPrevious(const struct sigaction& prev, int sig, siginfo_t* info, void* ucontext);
 
 }  // namespace umap::runtime
 

@@ -10,6 +10,7 @@
 #include "base/crash_point.h"
 #include "base/log.h"
 #include "base/mutation.h"
+#include "base/posix_error.h"
 #include "base/status_macros.h"
 
 namespace umap::runtime {
@@ -17,6 +18,8 @@ namespace umap::runtime {
 absl::StatusOr<std::unique_ptr<JournalHandle>> JournalHandle::Open(
     journal::JournalOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<journal::Journal> j, journal::Journal::Open(options));
+  // Every reopen keeps this owner epoch, or finds the journal taken over (fenced).
+  options.expected_epoch = j->epoch();
   return std::unique_ptr<JournalHandle>(new JournalHandle(std::move(options), std::move(j)));
 }
 
@@ -24,12 +27,48 @@ void JournalHandle::SleepBeforeRetry(int attempt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
 }
 
+absl::Status JournalHandle::Suspend() {
+  absl::MutexLock l(&mu_);
+  if (suspended_) return absl::OkStatus();
+  absl::Status s = journal_ == nullptr ? absl::OkStatus() : journal_->Sync();
+  if (!s.ok()) return s;
+  journal_.reset();
+  suspended_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status JournalHandle::Resume(Env* env) {
+  absl::MutexLock l(&mu_);
+  if (!suspended_) return absl::OkStatus();
+  if (auto dir = env->IdentifyPath(options_.dir); !dir.ok()) {
+    return WithErrno(absl::Status(dir.status().code(),
+                                  absl::StrCat("journal directory ", options_.dir,
+                                               " cannot be found: ", dir.status().message())),
+                     ErrnoFromStatus(dir.status()));
+  }
+  // Staged images are this runtime's (its cache entries point at them): keep them.
+  journal::JournalOptions o = options_;
+  o.keep_staged = true;
+  ASSIGN_OR_RETURN(journal_, journal::Journal::Open(o));
+  suspended_ = false;
+  reopens_.fetch_add(1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
 absl::Status JournalHandle::ReopenIfPoisoned() {
   {
     absl::ReaderMutexLock l(&mu_);
+    if (suspended_) {
+      return PosixError(ESTALE, absl::StrCat("journal ", options_.dir,
+                                             " is closed for a checkpoint"));
+    }
     if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
   }
   absl::MutexLock l(&mu_);
+  if (suspended_) {
+    return PosixError(ESTALE, absl::StrCat("journal ", options_.dir,
+                                           " is closed for a checkpoint"));
+  }
   if (journal_ != nullptr && journal_->poisoned().ok()) return absl::OkStatus();
   // Never write again to a journal that saw a write error: close it, open it again, which
   // recovers from what reached the disk (RocksDB point-in-time recovery). Staged records are
@@ -217,6 +256,7 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
 }
 
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
+  if (!unapplied_.empty()) RETURN_IF_ERROR(CheckOwnerBeforeApply());
   // Apply in LSN order; stop at the first failure so no block is applied out of order.
   for (auto it = unapplied_.begin(); it != unapplied_.end();) {
     const journal::Transaction& t = it->second;
@@ -254,6 +294,13 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   return MarkAppliedBatch(/*force=*/false);
 }
 
+absl::Status JournalWriteBack::CheckOwnerBeforeApply() {
+  // A process whose journal another took over (a restart on another node while this one was
+  // cut off) must not write its old transactions into the file: the new owner replayed them
+  // and may have written newer blocks since. The commit of the newest one has just checked.
+  return journal_->Run([](journal::Journal& j) { return j.CheckOwnerFresh(); });
+}
+
 absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {
   if (to_mark_.empty()) return absl::OkStatus();
   if (!force && to_mark_.size() < kMarkBatch && to_mark_bytes_ < kMarkBytes) {
@@ -277,6 +324,18 @@ absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {
     to_mark_bytes_ = 0;
   }
   return s;
+}
+
+absl::Status JournalWriteBack::Drain() {
+  absl::MutexLock l(&apply_mu_);
+  // Committed images not in the file yet (an apply that failed, relaxed evictions applied
+  // without an fdatasync, a failed commit that reached the journal after all) are applied
+  // and synced now, so that the journal holds no transaction of this sink.
+  RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
+  if (!unapplied_.empty() || !applied_unsynced_.empty()) {
+    RETURN_IF_ERROR(ApplyPending(/*sync_file=*/true));
+  }
+  return MarkAppliedBatch(/*force=*/true);
 }
 
 absl::Status JournalWriteBack::Close() {

@@ -85,6 +85,19 @@ class JournalHandle {
     mu_.ReaderUnlock();
     return open;
   }
+  // Checkpoint (Runtime::Quiesce): makes everything written durable (Journal::Sync), then
+  // closes the journal, releasing RocksDB's LOCK and every descriptor, until Resume. Run and
+  // Read fail meanwhile (errno ESTALE), never reopen. REQUIRES: no Run or Read is running.
+  absl::Status Suspend();
+  // Opens the journal again after Suspend. The directory must still exist (it is not
+  // created again: an empty new journal would hide that the old one is gone). Errors: the
+  // journal is open elsewhere (EBUSY, naming the pid), missing (ENOENT), or fails to open.
+  absl::Status Resume(Env* env);
+  bool suspended() const {
+    absl::ReaderMutexLock l(&mu_);
+    return suspended_;
+  }
+
   // Successful reopens so far: identifies the Journal instance in use. May be read inside
   // Run/Read (no lock).
   uint64_t reopens() const { return reopens_.load(std::memory_order_acquire); }
@@ -100,6 +113,7 @@ class JournalHandle {
   const journal::JournalOptions options_;
   mutable absl::Mutex mu_;  // readers: journal calls; writer: reopen
   std::unique_ptr<journal::Journal> journal_ ABSL_GUARDED_BY(mu_);
+  bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> reopens_{0};  // written under mu_ (writer)
 };
 
@@ -118,6 +132,7 @@ class JournalWriteBack final : public WriteBack {
   WriteBackResult Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
   // Forgets the mapping in the journal (after its last successful Sync).
   absl::Status Close() override;
+  absl::Status Drain() override;
 
   uint64_t mapping_id() const { return mapping_id_; }
 
@@ -136,6 +151,8 @@ class JournalWriteBack final : public WriteBack {
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
   // fdatasyncs and marks them (and earlier applied-unsynced ones) applied.
   absl::Status ApplyPending(bool sync_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // OK while this process still owns the journal (journal::Journal::CheckOwner).
+  absl::Status CheckOwnerBeforeApply();
   // After a failed Commit of this mapping: takes this mapping's pending transactions newer
   // than the last one it knows (failed commits that the journal kept) into unapplied_.
   // for_read: through JournalHandle::Read, and only once the journal instance in which the

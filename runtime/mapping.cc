@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/status_macros.h"
 #include "runtime/runtime.h"
 
 namespace umap::runtime {
@@ -29,6 +30,7 @@ Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
       file_offset_(p.file_offset),
       file_size_(p.file_size),
       writable_(p.writable),
+      region_prot_(p.region_prot),
       signal_mode_(rt->signal_mode()),
       slot_(p.slot),
       file_(std::move(file)),
@@ -250,6 +252,15 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   if (cb == BlockPool::kNone) {
     // Slow path: every cache block is dirty and cannot leave the cache. Say why and what to do.
     int wb = rt_->last_writeback_errno();
+    if (wb == ESTALE || wb == ENOLCK) {
+      RaiseSigbus(block, e.v, tid,
+                  PosixError(wb, absl::StrCat(
+                      "no cache block can be freed: dirty blocks may not be written back any "
+                      "more (", std::strerror(wb), ": the journal was taken over by another "
+                      "process or node, or the mapping lost its locks; docs/consistency.md); "
+                      "end the process")));
+      return;
+    }
     RaiseSigbus(block, e.v, tid,
                 PosixError(ENOMEM, absl::StrCat(
                     "no cache block could be freed in time: dirty blocks cannot be written "
@@ -267,11 +278,19 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
       MaybePrefetch(block);
       return;
     }
-    if (read_file()->fd() >= 0 && !ContinuesStream(block)) {
-      // A random miss: nothing to merge it with. (It may start a stream.)
-      FillInline(block, e.v, cb, write, tid);
-      MaybePrefetch(block);
-      return;
+    if (read_file()->fd() >= 0) {
+      Stream* stream = rt_->prefetch_blocks() > 0 ? FindStream(block) : nullptr;
+      if (stream == nullptr) {
+        // A random miss: nothing to merge it with. (It may start a stream.)
+        FillInline(block, e.v, cb, write, tid);
+        MaybePrefetch(block);
+        return;
+      }
+      // The stream's second miss: read its first window with it, here.
+      if (stream->length.load(std::memory_order_relaxed) == 0 &&
+          FillInlineRun(block, e.v, cb, write, tid, stream)) {
+        return;
+      }
     }
     // A miss that continues a sequential stream is queued with its read-ahead (read-ahead is
     // queued first, then this block, then the channels are told: one merged read), and so is
@@ -284,7 +303,7 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   ServeEvicted(block, e, cb, write, tid, staging);
 }
 
-absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid) {
+absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid, uint32_t count) {
   // Shown by umap-stat while it runs (a stalled file system stalls this very call).
   struct Tracked {
     io::IoManager* io;
@@ -294,7 +313,8 @@ absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid) {
   // O_DIRECT reads whole blocks (aligned length); at end of file the read returns short.
   File* f = read_file();
   const bool direct = f != file_.get();
-  auto n = f->ReadAt(ByteOffset(block), absl::MakeSpan(buf, direct ? block_size_ : valid));
+  auto n = f->ReadAt(ByteOffset(block),
+                     absl::MakeSpan(buf, direct ? size_t{count} * block_size_ : valid));
   if (direct && !n.ok() && ErrnoFromStatus(n.status()) == EINVAL && FallBackToBuffered()) {
     n = file_->ReadAt(ByteOffset(block), absl::MakeSpan(buf, valid));
   }
@@ -333,9 +353,11 @@ void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool di
   // Seen: every caller serves an application's fault.
   const uint64_t v = (entry & (Table::kShadow | Table::kShadowMask | Table::kStaged)) |
                      Table::kPresent | Table::kSeen | cb | (dirty ? Table::kDirty : 0);
-  table_.Unlock(block, v);
+  // Counted before the entry is unlocked: a thread woken by the unlock (and whatever it
+  // does next, a umap-stat reader included) must not see the block missing from the gauges.
   resident_.fetch_add(1, std::memory_order_relaxed);
   if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
+  table_.Unlock(block, v);
   rt_->refs().Touch(tid, cb);
   rt_->counters().faults_missing.fetch_add(1, std::memory_order_relaxed);
 }
@@ -354,11 +376,97 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write
     RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
     return;
   }
-  io_->NoteInlineRead(valid);
+  io_->NoteInlineRead(1, valid);
   bytes_read_.fetch_add(valid, std::memory_order_relaxed);
   fills_.fetch_add(1, std::memory_order_relaxed);
   c.blocks_read.fetch_add(1, std::memory_order_relaxed);
   PublishFilled(block, entry, cb, write && writable_, tid);
+}
+
+uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs) {
+  // As read-ahead does (MaybePrefetch): only blocks that are plainly missing, a cache block
+  // each without waiting (the caller holds `block`'s entry lock), entries taken with
+  // TryLock; the run ends at the first block that does not qualify.
+  auto plain_missing = [](Table::Entry x) {
+    return !(x.present() || x.poisoned() || x.filling() || x.shadow() || x.staged() ||
+             x.stashed());
+  };
+  uint32_t n = 1;
+  for (uint64_t p = block + 1; n < max && p < table_.size(); ++p, ++n) {
+    const Table::Entry pe = table_.Load(p);
+    if (pe.locked() || !plain_missing(pe) || ValidBytes(p) == 0) break;
+    const uint32_t cb = rt_->TryAcquireBlock();
+    if (cb == BlockPool::kNone) break;
+    Table::Entry e;
+    if (!table_.TryLock(p, &e)) {
+      rt_->pool().Release(cb);
+      break;
+    }
+    if (!plain_missing(e)) {
+      table_.Unlock(p, e.v);
+      rt_->pool().Release(cb);
+      break;
+    }
+    entries[n] = e.v;
+    cbs[n] = cb;
+  }
+  return n;
+}
+
+bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+                            Stream* s) {
+  char* buf = rt_->TryAcquireRunBuffer();
+  if (buf == nullptr) return false;
+  Counters& c = rt_->counters();
+  misses_.fetch_add(1, std::memory_order_relaxed);  // now: the read may stall
+  // The stream's bookkeeping, as MaybePrefetch would do it for this miss: its first window.
+  const uint32_t len = s->length.fetch_add(1, std::memory_order_relaxed) + 1;
+  s->next.store(block + 1, std::memory_order_relaxed);
+  const uint64_t window =
+      std::min<uint64_t>(rt_->prefetch_blocks(), 8ull << std::min<uint32_t>(len - 1, 16));
+  constexpr uint32_t kMaxRun = 64;
+  uint64_t entries[kMaxRun];
+  uint32_t cbs[kMaxRun];
+  entries[0] = entry | (write && writable_ ? Table::kFillWrite : 0);
+  cbs[0] = cb;
+  const uint32_t max = static_cast<uint32_t>(
+      std::min<uint64_t>({window + 1, rt_->run_blocks(), uint64_t{kMaxRun}}));
+  const uint32_t n = LockRunAfter(block, max, entries, cbs);
+  const uint64_t ahead = s->ahead.load(std::memory_order_relaxed);
+  if (ahead < block + n) s->ahead.store(block + n, std::memory_order_relaxed);
+  // One read and one UFFDIO_COPY per stretch of equal protection for the whole run.
+  const size_t valid = ValidBytes(block, n);
+  absl::Status st = ReadBlock(block, buf, valid, n);
+  int err = 0;
+  if (st.ok()) {
+    const size_t tail = RoundUp(valid, rt_->page_size());
+    if (tail > valid) std::memset(buf + valid, 0, tail - valid);
+    err = Install(block, n, buf, entries);
+  }
+  rt_->ReleaseRunBuffer(buf);
+  if (!st.ok() || err != 0) {
+    // Read-ahead that failed is forgotten; the faulting block gets its SIGBUS.
+    for (uint32_t i = 1; i < n; ++i) {
+      rt_->pool().Release(cbs[i]);
+      table_.Unlock(block + i, entries[i]);
+    }
+    rt_->pool().Release(cb);
+    if (!st.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
+    RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
+    return true;
+  }
+  resident_.fetch_add(n - 1, std::memory_order_relaxed);  // before the unlocks (PublishFilled)
+  for (uint32_t i = 1; i < n; ++i) {
+    rt_->pool().Publish(cbs[i], Owner(block + i));
+    table_.Unlock(block + i, (entries[i] & ~Table::kCbMask) | Table::kPresent | cbs[i]);
+  }
+  prefetched_.fetch_add(n - 1, std::memory_order_relaxed);
+  io_->NoteInlineRead(n, valid);
+  bytes_read_.fetch_add(valid, std::memory_order_relaxed);
+  fills_.fetch_add(1, std::memory_order_relaxed);
+  c.blocks_read.fetch_add(n, std::memory_order_relaxed);
+  PublishFilled(block, entry, cb, write && writable_, tid);
+  return true;
 }
 
 void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool write, pid_t tid,
@@ -414,10 +522,6 @@ Mapping::Stream* Mapping::FindStream(uint64_t block) const {
     if (block >= next && block <= std::max(next, ahead)) return const_cast<Stream*>(&t);
   }
   return nullptr;
-}
-
-bool Mapping::ContinuesStream(uint64_t block) const {
-  return rt_->prefetch_blocks() > 0 && FindStream(block) != nullptr;
 }
 
 bool Mapping::MaybePrefetch(uint64_t block) {
@@ -529,7 +633,7 @@ int Mapping::Install(uint64_t first, uint32_t count, const char* buf, const uint
     const bool write = writable_ && (entries[i] & Table::kFillWrite);
     uint32_t j = i + 1;
     while (j < count && !(entries[j] & Table::kStash) &&
-           (writable_ && (entries[j] & Table::kFillWrite)) == write) {
+           (writable_ && (entries[j] & Table::kFillWrite)) == write && !StartsSegment(first + j)) {
       ++j;
     }
     // One copy for the stretch; the last block of the file may end inside it.
@@ -623,6 +727,8 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       }
       const bool dirty = writable_ && (entries[i] & Table::kFillWrite);
       rt_->pool().Publish(cb, Owner(b));
+      resident_.fetch_add(1, std::memory_order_relaxed);  // before the unlock (PublishFilled)
+      if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
       // Seen when a fault waits for it; read-ahead alone leaves it as it was.
       table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0) |
                            (tid != 0 ? Table::kSeen : 0));
@@ -630,8 +736,6 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       if (tid == 0 && tracker_ != nullptr && tracker_->Sampled(b)) {
         tracker_->Record(b, ReuseTracker::Kind::kUnseen, 0);
       }
-      resident_.fetch_add(1, std::memory_order_relaxed);
-      if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
       if (tid != 0) {
         rt_->refs().Touch(tid, cb);
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);
@@ -1046,6 +1150,67 @@ void Mapping::ReleaseAll() {
     if (e.parked()) rt_->sizer()->parks().Release(e.park_index());
     if (e.stashed()) pool.Release(e.cb());  // a stashed block's cache block is held busy
   }
+}
+
+absl::Status Mapping::StageDirty() {
+  absl::MutexLock lock(&sync_mu_);
+  RETURN_IF_ERROR(WaitForShadows(0, table_.size()));
+  Capture cap;
+  RETURN_IF_ERROR(CaptureDirty(0, table_.size(), &cap));
+  if (cap.blocks.empty()) return absl::OkStatus();
+  std::vector<BlockImage> images;
+  images.reserve(cap.blocks.size());
+  for (const Captured& c : cap.blocks) {
+    images.push_back({first_file_block() + c.block,
+                      absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
+  }
+  WriteBackResult r = write_back_->Evicted(images);
+  if (!r.ok()) {
+    SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
+    return r.status;
+  }
+  for (const Captured& c : cap.blocks) {
+    Table::Entry e = table_.Lock(c.block);
+    table_.Unlock(c.block, e.v | Table::kStaged);
+  }
+  return absl::OkStatus();
+}
+
+int Mapping::Evacuate() {
+  // Nothing runs in the mapping (no fault, no fill, no write-back), so entries cannot change
+  // between this check and the loop below; the check comes first so that a refusal leaves
+  // every block as it was.
+  for (uint64_t b = 0; b < table_.size(); ++b) {
+    const Table::Entry e = table_.Load(b);
+    if (e.locked() || e.dirty() || e.shadow() || e.filling()) {
+      // The quiesce wrote back and drained everything before; a block still holding
+      // unwritten data here would be lost with its pages.
+      UMAP_LOG(kError, "checkpoint: block ", b, " of ", file_->name(),
+               " is still locked, dirty, in write-back or filling (entry 0x", absl::Hex(e.v),
+               "); the mapping is left as it is");
+      return EBUSY;
+    }
+  }
+  BlockPool& pool = rt_->pool();
+  for (uint64_t b = 0; b < table_.size(); ++b) {
+    Table::Entry e = table_.Lock(b);
+    if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+    if (e.stashed()) {
+      pool.Release(e.cb());
+      stash_free_.Push(e.stash_index());
+    }
+    // A staged block's image is in the journal (atomic policy): a miss reads it from there.
+    table_.Unlock(b, e.v & Table::kStaged);
+  }
+  resident_.store(0, std::memory_order_relaxed);
+  dirty_.store(0, std::memory_order_relaxed);
+  for (Stream& st : streams_) {
+    st.next.store(~0ull, std::memory_order_relaxed);
+    st.length.store(0, std::memory_order_relaxed);
+    st.ahead.store(0, std::memory_order_relaxed);
+    st.trigger.store(~0ull, std::memory_order_relaxed);
+  }
+  return DiscardPages(base_, region_length_);
 }
 
 }  // namespace umap::runtime

@@ -17,6 +17,7 @@
 #ifndef UMAP_RUNTIME_MAPPING_H_
 #define UMAP_RUNTIME_MAPPING_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/cache_entry_table.h"
+#include "runtime/coherence.h"
 #include "runtime/eviction_batch.h"
 #include "runtime/index_stack.h"
 #include "runtime/io/io_manager.h"
@@ -47,6 +49,7 @@ class Mapping final : public io::IoFileClient {
     uint64_t file_size;    // at map time; pages past it raise SIGBUS
     bool writable;
     uint32_t slot;
+    int region_prot;       // protection of the reserved range while the runtime runs
   };
 
   Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file);
@@ -64,6 +67,8 @@ class Mapping final : public io::IoFileClient {
   size_t region_length() const { return region_length_; }
   uint32_t slot() const { return slot_; }
   bool writable() const { return writable_; }
+  int region_prot() const { return region_prot_; }
+  uint64_t file_size() const { return file_size_; }
   bool Contains(uint64_t addr) const {
     return addr - reinterpret_cast<uint64_t>(base_) < region_length_;
   }
@@ -78,6 +83,16 @@ class Mapping final : public io::IoFileClient {
   File* file() { return file_.get(); }
 
   void set_write_back(std::unique_ptr<WriteBack> wb) { write_back_ = std::move(wb); }
+  // What the mapping does about other writers (its locks, its read-only parts); null drops
+  // it (the locks are released) once nothing will be written back any more.
+  void set_coherence(std::unique_ptr<Coherence> c) { coherence_ = std::move(c); }
+  Coherence* coherence() { return coherence_.get(); }
+  // Mapping blocks where the region's protection changes (a partitioned-write mapping's
+  // read-only parts are VMAs of their own). One UFFDIO_COPY must not span two VMAs: the
+  // kernel refuses it after installing the first part.
+  void set_protection_boundaries(std::vector<uint64_t> blocks) {
+    protection_boundaries_ = std::move(blocks);
+  }
   WriteBack* write_back() { return write_back_.get(); }
   absl::Status CloseWriteBack() { return write_back_->Close(); }
 
@@ -165,6 +180,17 @@ class Mapping final : public io::IoFileClient {
   // After the last Sync: returns every cache block to the pool (no handler may be inside
   // this mapping any more).
   void ReleaseAll();
+  // Checkpoint, atomic policy (Runtime::Quiesce): hands every dirty block to the sink as an
+  // evicted one, i.e. stages it in the journal uncommitted (atomic: nothing that was never
+  // synced reaches the file), and marks it staged. On failure the blocks stay dirty.
+  // REQUIRES: write_back()->keeps_evicted(); no fault being resolved (so no eviction).
+  absl::Status StageDirty();
+  // Checkpoint, after the final write-back: returns every cache block to the pool, forgets
+  // every block's state except "staged" (the next fault reads the file, or the journal's
+  // staged image) and drops every page of the range. REQUIRES: nothing dirty or in a
+  // shadow, no fill queued (DetachIo), no fault being resolved. Returns 0, EBUSY when a
+  // block still holds unwritten data (nothing dropped then), or the errno of the discard.
+  int Evacuate();
 
  private:
   char* BlockAddr(uint64_t block) const { return base_ + block * block_size_; }
@@ -189,9 +215,10 @@ class Mapping final : public io::IoFileClient {
   MissLock LockMissing(uint64_t block, size_t valid, uint32_t* cb, CacheEntryTable::Entry* e);
   // Signal mode: sleeps until the queued fill of `block` has completed or failed.
   void WaitWhileFilling(uint64_t block);
-  // Reads block `block` from the file into buf (aligned, block_size bytes): O_DIRECT where
-  // possible, zeros past what the file holds.
-  absl::Status ReadBlock(uint64_t block, char* buf, size_t valid);
+  // Reads `count` blocks from `block` on from the file into buf (aligned, count blocks),
+  // `valid` bytes of them inside the file: O_DIRECT where possible, zeros past what the
+  // file holds.
+  absl::Status ReadBlock(uint64_t block, char* buf, size_t valid, uint32_t count = 1);
   // Installs one block from buf (padded with zeros to the page); poisons pages past end of
   // file. Returns 0 or the errno.
   int InstallBlock(uint64_t block, char* buf, size_t valid, bool writable_now);
@@ -199,6 +226,17 @@ class Mapping final : public io::IoFileClient {
   void PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool dirty, pid_t tid);
   // Signal mode, the common miss: read and install in the faulting thread.
   void FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid);
+  struct Stream;  // a sequential stream (below)
+  // Signal mode, the second miss of stream `s` (its start): reads the block and the stream's
+  // first read-ahead window in one read and installs them, in the faulting thread, instead
+  // of a round trip through the I/O channels. False (nothing done, entry still locked) when
+  // no run buffer is free.
+  bool FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+                     Stream* s);
+  // Locks up to `max` - 1 missing blocks after `block` that can be read with it, each with
+  // a cache block (no waiting): their entries into entries[1..], cache blocks into cbs[1..].
+  // Returns how many blocks the run has, `block` included.
+  uint32_t LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs);
   // A miss on a block whose evicted version is in a shadow buffer or staged in the journal.
   void ServeEvicted(uint64_t block, CacheEntryTable::Entry e, uint32_t cb, bool write,
                     pid_t tid, char* staging);
@@ -206,8 +244,6 @@ class Mapping final : public io::IoFileClient {
   // a stream (fault path: no allocation, no waiting for cache blocks).
   // Returns true when the miss continues a stream.
   bool MaybePrefetch(uint64_t block);
-  // True when a miss of `block` would continue a known stream (no side effects).
-  bool ContinuesStream(uint64_t block) const;
   // Queues a fill of `block` into cache block `cb` (entry locked by the caller, who passes
   // its value; the entry is unlocked here).
   void QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
@@ -260,11 +296,19 @@ class Mapping final : public io::IoFileClient {
   const uint64_t file_offset_;
   const uint64_t file_size_;
   const bool writable_;
+  const int region_prot_;
   const bool signal_mode_;  // faults resolved in the faulting thread (fault_signal.h)
   const uint32_t slot_;
   const std::unique_ptr<File> file_;
   CacheEntryTable table_;
   std::unique_ptr<WriteBack> write_back_;
+  std::unique_ptr<Coherence> coherence_;
+  std::vector<uint64_t> protection_boundaries_;  // sorted; set before the first fault
+  bool StartsSegment(uint64_t block) const {
+    return !protection_boundaries_.empty() &&
+           std::binary_search(protection_boundaries_.begin(), protection_boundaries_.end(),
+                              block);
+  }
 
   absl::Mutex sync_mu_;  // one umsync per mapping at a time
   // Group commit (Sync): tickets taken on entry; the last successful umsync's range and the

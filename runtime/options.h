@@ -48,6 +48,9 @@ struct RuntimeOptions {
   // Publication period of the stats segment umap-stat reads (runtime/stats_segment.h);
   // 0: no segment.
   unsigned stats_period_ms = 250;
+  // Coherence of mappings made without an explicit mode (umap(), umap_ex(), the preload
+  // library); AUTO: by the mapping's prot (runtime/coherence.h).
+  umap_coherence coherence = UMAP_COHERENCE_AUTO;
   Env* env = nullptr;  // null: Env::Default()
   // Carries every byte of the journal (journal::JournalOptions::fs), including the reopens
   // after a write error. Null: rocksdb::FileSystem::Default(). Fault injection passes a

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -9,12 +10,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/private_dir.h"
 #include "base/status_macros.h"
 #include "runtime/fault_signal.h"
+#include "runtime/guarded_write_back.h"
 #include "runtime/mapping.h"
 #include "runtime/journal_write_back.h"
 #include "runtime/system_memory_probe.h"
@@ -30,10 +34,43 @@ constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// Adds the figures of an I/O manager's counters to *s (Stats() sums the live manager's and
+// those of the managers earlier quiesces closed).
+void AddIoFigures(io::IoManager& manager, umap_stats* s) {
+  io::IoCounters& io = manager.counters();
+  s->io_reads += io.reads.load();
+  s->io_bytes += io.bytes.load();
+  s->io_queue_wait_us += io.queue_wait_us.load();
+  s->io_timeouts += io.timeouts.load();
+  s->io_retries += io.retries.load();
+  s->io_read_failures += io.errors.load();
+  WriteCounters& wc = manager.writer().counters();
+  s->io_writes += wc.writes.load();
+  s->io_write_bytes += wc.write_bytes.load();
+  s->io_write_timeouts += wc.write_timeouts.load();
+  for (int k = 0; k < UMAP_IO_SIZE_BUCKETS && k < io::kSizeBuckets; ++k) {
+    s->io_size_hist[k] += io.size_hist[k].load();
+  }
+  s->io_inline_reads += io.inline_reads.load();
+  s->io_engine = manager.engine() == io::Engine::kUring ? UMAP_IO_URING : UMAP_IO_POSIX;
+}
+
 // The I/O channel the current thread drives (a handler thread with io_uring), or -1.
 // Initial-exec TLS: it is read inside the SIGBUS handler, where a first access to lazily
 // allocated TLS (a dlopen'ed library's) could call malloc.
 __attribute__((tls_model("initial-exec"))) thread_local int t_channel = -1;
+
+// The calling thread's id for signal-mode faults, read once per thread instead of one
+// gettid(2) per miss (same TLS model, for the same reason). A fork() child's only thread
+// inherits its parent's value: the child handler below forgets it.
+__attribute__((tls_model("initial-exec"))) thread_local pid_t t_tid = 0;
+void ForgetTidInChild() { t_tid = 0; }
+pid_t CurrentTid() {
+  if (t_tid == 0) [[unlikely]] {
+    t_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  }
+  return t_tid;
+}
 
 }  // namespace
 
@@ -85,6 +122,46 @@ absl::Status Runtime::Start() {
     return PosixError(ENOMEM, absl::StrCat("reserving the metadata of ", geo_.cache_blocks,
                                            " cache blocks"));
   }
+  if (signal_mode_) {
+    // No handler threads: the faulting threads resolve their faults, the I/O manager drives
+    // its channels (read-ahead, descriptor-less files) with threads of its own.
+    staging_arena_ = MapBuffer(size_t{kStagingBuffers} * geo_.block_size);
+    if (staging_arena_ == nullptr) {
+      return PosixError(ENOMEM, "allocating the fault staging buffers");
+    }
+    staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
+    for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
+    static std::once_flag atfork;
+    std::call_once(atfork, [] {
+      if (int err = ::pthread_atfork(nullptr, nullptr, ForgetTidInChild)) {
+        // Only a fork() child that faults on a runtime of its own would notice: its
+        // references would be kept under its parent's thread id until reclaimed as dead.
+        UMAP_LOG(kWarn, "pthread_atfork failed (errno ", err, "); thread ids of forked "
+                        "children's faults may be their parent's");
+      }
+    });
+    // Run buffers (the start of a sequential stream is read with its first read-ahead
+    // window). Without them every stream goes through the I/O channels.
+    if (kRunBytes / geo_.block_size >= 2) {
+      run_arena_ = MapBuffer(size_t{kRunBuffers} * kRunBytes);
+      if (run_arena_ != nullptr) {
+        run_blocks_ = static_cast<uint32_t>(kRunBytes / geo_.block_size);
+        run_free_ = std::make_unique<IndexStack>(kRunBuffers);
+        for (uint32_t i = 0; i < kRunBuffers; ++i) run_free_->Push(i);
+      }
+    }
+  }
+  // Every runtime is known to the signal dispatcher: signal mode resolves its faults there,
+  // and in both modes a thread touching a quiesced mapping waits there (fault_signal.h).
+  RETURN_IF_ERROR(AttachFaultSignal(this));
+  return StartMachinery();
+}
+
+absl::Status Runtime::StartMachinery() {
+  if (uffd_ == nullptr) {
+    ASSIGN_OR_RETURN(uffd_, Uffd::Open(signal_mode_));
+  }
+  uffd_access_.store(static_cast<int>(uffd_->access()), std::memory_order_relaxed);
   pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));  // -1: madvise only
   io::IoOptions io;
   io.engine = options_.io_engine == UMAP_IO_URING   ? io::Engine::kUring
@@ -99,22 +176,34 @@ absl::Status Runtime::Start() {
   io.max_queues = kMaxMappings;
   io.timeout_us = uint64_t{options_.io_timeout_ms} * 1000;
   io.retries = options_.io_retries;
-  ASSIGN_OR_RETURN(io_, io::IoManager::Create(io, env_));
-  RETURN_IF_ERROR(StartSizing());
-  if (signal_mode_) {
-    // No handler threads: the faulting threads resolve their faults, the I/O manager drives
-    // its channels (read-ahead, descriptor-less files) with threads of its own.
-    staging_arena_ = MapBuffer(size_t{kStagingBuffers} * geo_.block_size);
-    if (staging_arena_ == nullptr) {
-      return PosixError(ENOMEM, "allocating the fault staging buffers");
+  auto manager = io::IoManager::Create(io, env_);
+  if (!manager.ok()) {
+    ReleaseKernelObjects();
+    return manager.status();
+  }
+  {
+    absl::MutexLock l(&io_swap_mu_);
+    io_ = *std::move(manager);
+  }
+  if (!sizing_started_) {
+    // Once, before any thread reads sizer_; after the I/O manager, whose buffers a cache
+    // fixed from the memory budget counts.
+    if (absl::Status s = StartSizing(); !s.ok()) {
+      ReleaseKernelObjects();
+      return s;
     }
-    staging_free_ = std::make_unique<IndexStack>(kStagingBuffers);
-    for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
-    RETURN_IF_ERROR(AttachFaultSignal(this));
-  } else {
+    sizing_started_ = true;
+  }
+  stop_.store(false, std::memory_order_release);
+  if (!signal_mode_) {
     if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
     stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (stop_fd_ < 0) return PosixError(errno, "eventfd for the handler threads");
+    if (stop_fd_ < 0) {
+      const int err = errno;
+      StopThreads();
+      ReleaseKernelObjects();
+      return PosixError(err, "eventfd for the handler threads");
+    }
     for (unsigned i = 0; i < options_.handler_threads; ++i) {
       handlers_.emplace_back([this, i] { HandlerLoop(static_cast<int>(i)); });
     }
@@ -135,6 +224,38 @@ absl::Status Runtime::Start() {
   return absl::OkStatus();
 }
 
+void Runtime::StopThreads() {
+  stats_.reset();  // its thread reads everything below
+  stop_.store(true);
+  uint64_t one = 1;
+  if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {
+    UMAP_LOG(kError, "eventfd write failed: errno ", errno);
+  }
+  for (auto& t : handlers_) t.join();
+  handlers_.clear();
+  // Unmapping waits for reads in flight: the manager drives its rings again.
+  if (!signal_mode_ && io_ != nullptr && io_->channel_count() > 0) {
+    io_->DriveChannelsExternally(false);
+  }
+  shadows_.WakeAll();
+  for (auto& t : writers_) t.join();
+  writers_.clear();
+}
+
+void Runtime::ReleaseKernelObjects() {
+  {
+    absl::MutexLock l(&io_swap_mu_);
+    // Its figures live on in Stats(): a resume starts a new manager.
+    if (io_ != nullptr) AddIoFigures(*io_, &io_carried_);
+    io_.reset();  // closes its rings and joins its threads
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  stop_fd_ = -1;
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pidfd_ = -1;
+  uffd_.reset();
+}
+
 Runtime::~Runtime() {
   stats_.reset();  // its thread reads everything below
   if (sizer_ != nullptr) sizer_->Stop();  // no more parking or shrinking
@@ -145,36 +266,29 @@ Runtime::~Runtime() {
       if (Mapping* m = slots_[i].load()) left.push_back(m);
     }
   }
-  for (Mapping* m : left) {
+  // A quiesced or fenced runtime wrote everything back when it quiesced.
+  const bool running = state() == RuntimeState::kRunning;
+  for (Mapping* m : running ? left : std::vector<Mapping*>()) {
     absl::Status s = m->Sync(0, m->blocks());
     if (!s.ok()) {
       UMAP_LOG(kError, "runtime destroyed with mapping of ", m->file()->name(),
                " whose write-back failed; its unsynced changes are dropped: ", s.ToString());
     }
   }
-  stop_.store(true);
-  uint64_t one = 1;
-  if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {
-    UMAP_LOG(kError, "eventfd write failed: errno ", errno);
-  }
-  for (auto& t : handlers_) t.join();
-  // Unmapping below waits for reads in flight: the manager drives its rings again.
-  if (!signal_mode_ && io_->channel_count() > 0) io_->DriveChannelsExternally(false);
-  shadows_.WakeAll();
-  for (auto& t : writers_) t.join();
+  StopThreads();
   for (Mapping* m : left) {
-    m->CloseWriteBack().IgnoreError();  // best effort; the data is in the file or journal
+    // Best effort; the data is in the file or journal.
+    if (running) m->CloseWriteBack().IgnoreError();
     Destroy(m);
   }
-  io_.reset();  // after the mappings: its channels complete fills into them
-  if (stop_fd_ >= 0) ::close(stop_fd_);
-  if (pidfd_ >= 0) ::close(pidfd_);
-  if (signal_mode_) {
-    DetachFaultSignal(this);
-    UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
-  }
+  ReleaseKernelObjects();  // after the mappings: the I/O channels complete fills into them
+  DetachFaultSignal(this);
+  // Threads parked on a quiesced range retry their access, which now finds it unmapped.
+  if (!running) WakeParkedThreads();
+  if (signal_mode_) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
+  if (signal_mode_) UnmapBuffer(run_arena_, size_t{kRunBuffers} * kRunBytes);
   absl::MutexLock l(&mu_);
-  if (journal_ != nullptr) {
+  if (journal_ != nullptr && !journal_->suspended()) {
     std::string dir = journal_->dir();
     bool idle = journal_->Run([](journal::Journal& j) {
       journal::Journal::Stats st = j.stats();
@@ -190,6 +304,7 @@ Runtime::~Runtime() {
 }
 
 void Runtime::HandlerLoop(int id) {
+  ::pthread_setname_np(::pthread_self(), "umap-fault");
   HandlerCtx ctx;
   // The staging buffer is allocated once per handler: the fault path never allocates.
   void* p = ::mmap(nullptr, geo_.block_size, PROT_READ | PROT_WRITE,
@@ -243,6 +358,10 @@ void Runtime::HandleFault(HandlerCtx& ctx, const uffd_msg& msg) {
     }
     return;
   }
+  // While a quiesce runs, the faulting thread stays blocked in the kernel: the quiesce
+  // makes the range inaccessible before it closes the userfaultfd (which wakes the thread),
+  // so its retried access waits in the SIGSEGV handler until Resume (fault_signal.h).
+  if (state() != RuntimeState::kRunning) return;
   const uint64_t block = m->BlockOf(addr);
   if (flags & UFFD_PAGEFAULT_FLAG_WP) {
     m->HandleWriteProtect(block, tid);
@@ -264,6 +383,7 @@ void Runtime::WriteBackLoop() {
   // Each round takes every queued shadow (up to a batch), groups them by mapping and hands
   // each group to its sink at once: one journal transaction (or staging batch) for many
   // evictions instead of one fsync each.
+  ::pthread_setname_np(::pthread_self(), "umap-writeback");
   constexpr size_t kBatch = 64;
   std::vector<uint32_t> batch;
   std::vector<uint32_t> group;
@@ -376,6 +496,10 @@ uint32_t Runtime::AcquireBlock() {
   for (;;) {
     const uint32_t cb = TryAcquireBlock();
     if (cb != BlockPool::kNone) return cb;
+    // A refusal that never ends (the journal was taken over, the locks were lost): no
+    // write-back will free a block, so the fault fails now rather than in a minute.
+    const int wb = last_writeback_errno();
+    if (wb == ESTALE || wb == ENOLCK) return BlockPool::kNone;
     // Every candidate is busy, in a umsync, or dirty with no free shadow: write-backs are
     // behind. Wait for them rather than exceed the cache bound.
     counters_.pool_waits.fetch_add(1, std::memory_order_relaxed);
@@ -388,10 +512,37 @@ uint32_t Runtime::AcquireBlock() {
 }
 
 bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
+  if (!signal_mode_) return false;
+  uint32_t generation = ParkGeneration();
+  {
+    SrcuReadLock section(mapping_srcu_);
+    Mapping* m = FindMapping(addr);
+    if (m == nullptr) return false;
+    // A quiesce waits for every resolution that started before it (WaitForHandlers).
+    if (state() == RuntimeState::kRunning) return m->ResolveFault(addr, write, CurrentTid());
+  }
+  // Quiescing: wait outside the read section (the quiesce waits for sections, not for
+  // parked threads), then retry the access, which faults again in whatever state is next.
+  ParkFaultingThread(generation);
+  return true;
+}
+
+Runtime::QuiescedAccess Runtime::ClassifyQuiescedAccess(uint64_t addr, bool write) {
   SrcuReadLock section(mapping_srcu_);
-  Mapping* m = FindMapping(addr);
-  if (m == nullptr) return false;
-  return m->ResolveFault(addr, write, ::gettid());
+  const Mapping* m = FindMapping(addr);
+  if (m == nullptr) return QuiescedAccess::kNotOurs;
+  switch (state()) {
+    case RuntimeState::kRunning: {
+      // A fault taken while the range was PROT_NONE and handled after the resume is
+      // retried; one the running range's own protection forbids (a write to a read-only
+      // mapping) is the application's, and must not be retried for ever.
+      const int needed = write ? PROT_WRITE : PROT_READ;
+      return (m->region_prot() & needed) != 0 ? QuiescedAccess::kRetry
+                                              : QuiescedAccess::kNotOurs;
+    }
+    case RuntimeState::kFenced: return QuiescedAccess::kFenced;
+    default: return QuiescedAccess::kPark;
+  }
 }
 
 char* Runtime::AcquireStaging() {
@@ -407,8 +558,51 @@ void Runtime::ReleaseStaging(char* buf) {
   staging_free_->Push(static_cast<uint32_t>((buf - staging_arena_) / geo_.block_size));
 }
 
+class Runtime::Operation {
+ public:
+  Operation(Runtime* rt, bool fenced_ok = false)
+      : rt_(rt), status_(rt->EnterOperation(fenced_ok)) {}
+  ~Operation() {
+    if (status_.ok()) rt_->LeaveOperation();
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  Runtime* const rt_;
+  const absl::Status status_;
+};
+
+absl::Status Runtime::EnterOperation(bool fenced_ok) {
+  absl::MutexLock l(&gate_mu_);
+  gate_mu_.Await(absl::Condition(&gate_open_));
+  if (!fenced_ok && state() == RuntimeState::kFenced) {
+    return PosixError(ESTALE, "umap: this runtime is fenced: after a checkpoint restore its "
+                              "journal or files had been changed by another process "
+                              "(see the log of umap_resume)");
+  }
+  ++operations_;
+  return absl::OkStatus();
+}
+
+void Runtime::LeaveOperation() {
+  absl::MutexLock l(&gate_mu_);
+  --operations_;
+}
+
+char* Runtime::TryAcquireRunBuffer() {
+  if (run_free_ == nullptr) return nullptr;
+  const uint32_t i = run_free_->Pop();
+  return i == IndexStack::kEmpty ? nullptr : run_arena_ + size_t{i} * kRunBytes;
+}
+
+void Runtime::ReleaseRunBuffer(char* buf) {
+  run_free_->Push(static_cast<uint32_t>((buf - run_arena_) / kRunBytes));
+}
+
 absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,
-                                   off_t offset) {
+                                   off_t offset, const CoherenceRequest& coherence) {
+  Operation op(this);
+  RETURN_IF_ERROR(op.status());
   if (length == 0) return PosixError(EINVAL, "umap: length is 0");
   const int type = flags & MAP_TYPE;
   if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE) {
@@ -431,21 +625,49 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   if (fixed && (reinterpret_cast<uintptr_t>(addr) % page_size_) != 0) {
     return PosixError(EINVAL, "umap: MAP_FIXED address is not page-aligned");
   }
-  const bool writable = (prot & PROT_WRITE) != 0;
+  const bool prot_write = (prot & PROT_WRITE) != 0;
+  const umap_coherence mode = Coherence::Resolve(coherence.mode, options_.coherence, prot_write);
+  if (mode == UMAP_COHERENCE_PARTITIONED_WRITE && !prot_write) {
+    return PosixError(EINVAL, "umap: partitioned-write needs PROT_WRITE");
+  }
+  // A read-only mapping never writes, whatever prot asked: its file is opened read-only.
+  const bool writable = prot_write && mode != UMAP_COHERENCE_READ_ONLY;
   ASSIGN_OR_RETURN(std::unique_ptr<File> file,
                    env_->AdoptFd(fd, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly));
   ASSIGN_OR_RETURN(uint64_t file_size, file->Size());
+  const size_t region = RoundUp(length, geo_.block_size);
+  // Locks first: a second writer fails before it reads or replays anything.
+  const bool auto_mode =
+      coherence.mode == UMAP_COHERENCE_AUTO && options_.coherence == UMAP_COHERENCE_AUTO;
+  ASSIGN_OR_RETURN(std::unique_ptr<Coherence> coh,
+                   Coherence::Establish(mode, auto_mode, fd, file->name(),
+                                        static_cast<uint64_t>(offset), offset + region,
+                                        geo_.block_size, coherence.write_ranges));
   std::unique_ptr<WriteBack> write_back;
   if (writable) {
     ASSIGN_OR_RETURN(write_back, MakeWriteBack(file.get()));
+    write_back->set_io(io_.get());
+    if (coh->checks_writes()) {
+      JournalHandle* journal;
+      {
+        absl::MutexLock l(&mu_);
+        journal = journal_.get();  // set by MakeWriteBack unless journal_mode is off
+      }
+      write_back =
+          std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
+    }
   }
-  const size_t region = RoundUp(length, geo_.block_size);
   // A writable region must be readable for UFFDIO_COPY'd pages to make sense to the app.
-  int region_prot = writable ? (PROT_READ | PROT_WRITE) : prot;
+  int region_prot = writable ? (PROT_READ | PROT_WRITE) : (prot & PROT_READ);
   ASSIGN_OR_RETURN(char* base, ReserveRegion(addr, region, region_prot, fixed));
   if (int err = uffd_->Register(base, region, writable)) {
     ReleaseRegion(base, region);
     return PosixError(err, "UFFDIO_REGISTER of the mapping");
+  }
+  if (absl::Status s = coh->Protect(base, region); !s.ok()) {
+    (void)uffd_->Unregister(base, region);  // munmap unregisters it anyway
+    ReleaseRegion(base, region);
+    return s;
   }
   absl::MutexLock l(&mu_);
   uint32_t slot;
@@ -461,7 +683,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
     return PosixError(ENOMEM, absl::StrCat("umap: more than ", kMaxMappings, " mappings"));
   }
   Mapping::Params p{base, length, region, static_cast<uint64_t>(offset), file_size, writable,
-                    slot};
+                    slot, region_prot};
   auto* m = new Mapping(this, p, std::move(file));
   if (sizer_ != nullptr) {
     // Sampling is keyed by block and a per-mapping salt, so that mappings side by side do
@@ -476,12 +698,25 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
     }
   }
   if (write_back != nullptr) m->set_write_back(std::move(write_back));
-  m->write_back()->set_io(io_.get());
+  m->write_back()->set_io(io_.get());  // the default sink of a read-only mapping, unused
+  m->set_protection_boundaries(coh->ProtectionBoundaries(region));
+  m->set_coherence(std::move(coh));
   m->AttachIo(io_.get(), options_.io_direct);
   slots_[slot].store(m, std::memory_order_release);
   if (slot >= slot_high_.load()) slot_high_.store(slot + 1, std::memory_order_release);
   if (stats_ != nullptr) stats_->Kick();  // umap-stat lists the new mapping at once
   return static_cast<void*>(base);
+}
+
+absl::Status Runtime::CheckJournalOwner() {
+  JournalHandle* handle;
+  {
+    absl::MutexLock l(&mu_);
+    if (journal_ == nullptr) return absl::OkStatus();
+    handle = journal_.get();
+  }
+  // Run reopens a poisoned journal first: a reopen keeps this epoch or fails fenced.
+  return handle->Run([](journal::Journal& j) { return j.CheckOwner(); });
 }
 
 std::string Runtime::journal_dir() {
@@ -557,8 +792,9 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       bool automatic = dir.empty();
       if (automatic) {
         // One journal per runtime: RocksDB's lock keeps every other process out of it.
-        std::string root = absl::StrCat("/var/tmp/umap-journal-", ::getuid());
-        RETURN_IF_ERROR(env_->CreateDir(root, 0700));
+        // A private parent per user: /var/tmp/umap-journal-UID, or a fresh one if someone
+        // else took that name (base/private_dir.h).
+        ASSIGN_OR_RETURN(std::string root, AutomaticJournalRoot());
         static std::atomic<int> seq{0};
         dir = absl::StrCat(root, "/", ::getpid(), "-", seq.fetch_add(1));
       }
@@ -567,7 +803,17 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       jo.env = env_;
       jo.fs = options_.journal_fs;
       jo.staged_quota_bytes = options_.journal_staged_quota;
-      ASSIGN_OR_RETURN(journal_, JournalHandle::Open(jo));
+      absl::StatusOr<std::unique_ptr<JournalHandle>> opened = JournalHandle::Open(jo);
+      if (!opened.ok()) {
+        // A damaged journal, or one that is not private to its owner, refuses every writable
+        // mapping until someone looks at it: say why where they will see it (map errors
+        // are otherwise only errnos).
+        if (absl::IsDataLoss(opened.status()) || absl::IsPermissionDenied(opened.status())) {
+          UMAP_LOG(kError, opened.status().message());
+        }
+        return opened.status();
+      }
+      journal_ = *std::move(opened);
       journal_auto_ = automatic;
     }
     handle = journal_.get();
@@ -608,6 +854,8 @@ absl::Status Runtime::Sync(void* addr, size_t length) {
   if (reinterpret_cast<uintptr_t>(addr) % page_size_ != 0) {
     return PosixError(EINVAL, "umsync: addr is not page-aligned");
   }
+  Operation op(this);
+  RETURN_IF_ERROR(op.status());
   absl::ReaderMutexLock l(&mu_);
   ASSIGN_OR_RETURN(Mapping * m, Lookup(addr, length, /*exact=*/false));
   const uint64_t a = reinterpret_cast<uint64_t>(addr) - reinterpret_cast<uint64_t>(m->base());
@@ -616,16 +864,21 @@ absl::Status Runtime::Sync(void* addr, size_t length) {
 }
 
 absl::Status Runtime::Unmap(void* addr, size_t length) {
+  // A fenced runtime's mappings may still be unmapped: it wrote everything back when it
+  // quiesced, and writes nothing now.
+  Operation op(this, /*fenced_ok=*/true);
+  RETURN_IF_ERROR(op.status());
   Mapping* m;
   {
     absl::ReaderMutexLock l(&mu_);
     ASSIGN_OR_RETURN(m, Lookup(addr, length, /*exact=*/true));
   }
+  const bool fenced = state() == RuntimeState::kFenced;
   // Write back first; on failure the mapping stays, so nothing is lost and the caller can
   // retry. (uunmap racing another uunmap of the same mapping is a caller error, as with
   // munmap; the per-mapping sync lock keeps even that from corrupting state.)
-  RETURN_IF_ERROR(m->Sync(0, m->blocks()));
-  if (absl::Status s = m->CloseWriteBack(); !s.ok()) {
+  if (!fenced) RETURN_IF_ERROR(m->Sync(0, m->blocks()));
+  if (absl::Status s = fenced ? absl::OkStatus() : m->CloseWriteBack(); !s.ok()) {
     // Everything is durable in the file; only the journal's mapping record lingers.
     UMAP_LOG(kWarn, "uunmap of ", m->file()->name(), ": journal record not removed: ", s.ToString());
   }
@@ -646,12 +899,15 @@ void Runtime::Destroy(Mapping* m) {
   // Fills still queued are dropped and those in flight land while the range is still
   // registered; only then is it unregistered.
   m->DetachIo();
-  if (int err = uffd_->Unregister(m->base(), m->region_length())) {
+  // A quiesced or fenced runtime has no userfaultfd; its ranges were unregistered.
+  if (int err = uffd_ == nullptr ? 0 : uffd_->Unregister(m->base(), m->region_length())) {
     // munmap below unregisters the range anyway; nothing is left registered.
     UMAP_LOG(kWarn, "UFFDIO_UNREGISTER of ", m->file()->name(), " failed: errno ", err,
              "; the range is unmapped regardless");
   }
   m->ReleaseAll();
+  // Before the range is released: its refusals must not explain a later mapping's faults.
+  m->set_coherence(nullptr);
   ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();
   delete m;
@@ -690,24 +946,25 @@ umap_stats Runtime::Stats() const {
                        static_cast<uint64_t>(shadows_.count()) * geo_.block_size;
   s.cache_bytes_limit =
       (static_cast<uint64_t>(geo_.cache_blocks) + geo_.shadow_blocks) * geo_.block_size;
-  io::IoCounters& io = io_->counters();
-  s.io_reads = io.reads.load();
-  s.io_bytes = io.bytes.load();
-  s.io_queue_wait_us = io.queue_wait_us.load();
-  s.io_timeouts = io.timeouts.load();
-  s.io_retries = io.retries.load();
-  s.io_read_failures = io.errors.load();
-  WriteCounters& wc = io_->writer().counters();
-  s.io_writes = wc.writes.load();
-  s.io_write_bytes = wc.write_bytes.load();
-  s.io_write_timeouts = wc.write_timeouts.load();
-  for (int k = 0; k < UMAP_IO_SIZE_BUCKETS && k < io::kSizeBuckets; ++k) {
-    s.io_size_hist[k] = io.size_hist[k].load();
+  {
+    absl::MutexLock l(&io_swap_mu_);
+    const umap_stats& c = io_carried_;
+    s.io_reads = c.io_reads;
+    s.io_bytes = c.io_bytes;
+    s.io_queue_wait_us = c.io_queue_wait_us;
+    s.io_timeouts = c.io_timeouts;
+    s.io_retries = c.io_retries;
+    s.io_read_failures = c.io_read_failures;
+    s.io_writes = c.io_writes;
+    s.io_write_bytes = c.io_write_bytes;
+    s.io_write_timeouts = c.io_write_timeouts;
+    s.io_inline_reads = c.io_inline_reads;
+    for (int k = 0; k < UMAP_IO_SIZE_BUCKETS; ++k) s.io_size_hist[k] = c.io_size_hist[k];
+    s.io_engine = c.io_engine;
+    if (io_ != nullptr) AddIoFigures(*io_, &s);
   }
-  s.io_engine = io_->engine() == io::Engine::kUring ? UMAP_IO_URING : UMAP_IO_POSIX;
   s.fault_mode = signal_mode_ ? UMAP_FAULT_SIGNAL : UMAP_FAULT_HANDLER;
-  s.uffd_access = static_cast<int>(uffd_->access());
-  s.io_inline_reads = io.inline_reads.load();
+  s.uffd_access = uffd_access_.load(std::memory_order_relaxed);
   uint64_t prefetched = 0;
   const uint32_t high = slot_high_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < high; ++i) {

@@ -15,6 +15,14 @@
 // Mapping lifetime: fault handlers read mapping pointers only inside an Srcu read section.
 // Unmap clears the mapping's slot, then waits until every reader that might hold it has left
 // (Srcu::Synchronize), so no handler can hold a pointer to a mapping that is being freed.
+//
+// Checkpoints (docs/design.md "Quiesce and resume"): Quiesce writes back everything, then
+// closes what a checkpoint cannot carry — the userfaultfd, the io_uring rings, the journal —
+// and stops the runtime's threads; the mappings stay as inaccessible address ranges, and a
+// thread that touches one waits (parked in Umap's signal handler) until Resume re-creates
+// all of it and checks that the journal and the files are still the ones it left.
+// The machinery a quiesce stops is started in StartMachinery and stopped in StopThreads and
+// ReleaseKernelObjects: a new part with threads or descriptors goes there.
 #ifndef UMAP_RUNTIME_RUNTIME_H_
 #define UMAP_RUNTIME_RUNTIME_H_
 
@@ -34,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/block_pool.h"
 #include "runtime/cache_sizer.h"
+#include "runtime/coherence.h"
 #include "runtime/io/io_manager.h"
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
@@ -49,6 +58,21 @@ namespace umap::runtime {
 
 class Mapping;
 
+// kRunning: faults are served. kQuiescing: a Quiesce is writing back the last dirty blocks;
+// new faults wait. kQuiesced: nothing of the runtime is left in the kernel but its address
+// ranges; accesses wait for Resume. kFenced: Resume found that the journal or a file moved on
+// since the quiesce (another process wrote it); the runtime never writes again and accesses
+// to its mappings get SIGSEGV.
+enum class RuntimeState : uint32_t { kRunning = 0, kQuiescing = 1, kQuiesced = 2, kFenced = 3 };
+const char* RuntimeStateName(RuntimeState s);
+
+// After every runtime of the process quiesced (umap_quiesce): waits (a few seconds at
+// most) until the kernel's io_uring worker threads of the process are gone. They belong to
+// the threads that created or used rings, and stay while any ring those threads touched
+// is open, so only the whole process's quiesce can wait for them. EBUSY (naming them) when
+// some stay: another part of the program holds an io_uring, and CRIU cannot dump them.
+absl::Status WaitForIoUringThreadsToExit();
+
 // Counters (relaxed atomics; a snapshot is approximate while faults run).
 struct Counters {
   std::atomic<uint64_t> faults_missing{0}, faults_wp{0}, blocks_read{0}, blocks_written{0},
@@ -63,17 +87,55 @@ class Runtime {
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeOptions& options);
   ~Runtime();  // unmaps what is left (errors logged), stops threads
 
-  // mmap()-like; see include/umap/umap.h for the rules. Errors carry the errno (PosixError).
+  // mmap()-like; see include/umap/umap.h for the rules, and runtime/coherence.h for
+  // `coherence` (umap_ex2's options). Errors carry the errno (PosixError).
   absl::StatusOr<void*> Map(void* addr, size_t length, int prot, int flags, int fd,
-                            off_t offset);
+                            off_t offset, const CoherenceRequest& coherence = {});
   // Writes back, then removes the mapping that starts at addr (exactly `length` long).
   absl::Status Unmap(void* addr, size_t length);
   // Writes back and fdatasyncs the dirty blocks of [addr, addr+length).
   absl::Status Sync(void* addr, size_t length);
+  // OK while this runtime still owns its journal (none open: OK). After another process or
+  // node took the journal over: ESTALE naming it; nothing is written any more. For a process
+  // resumed from a checkpoint, before it writes again (journal::Journal::CheckOwner).
+  absl::Status CheckJournalOwner();
   // True when [addr, addr+length) lies inside one of this runtime's mappings.
   bool Owns(const void* addr, size_t length);
 
   umap_stats Stats() const;
+
+  // --- checkpoints ---
+  // Writes back every dirty block — relaxed policy (and journal off): committed and applied
+  // as by umsync; atomic policy: staged in the journal, uncommitted, because what was never
+  // synced must never reach the file (Resume reads them back; recovery without a resume
+  // discards them) —, applies and marks every committed transaction, then stops the
+  // runtime's threads, closes its userfaultfd, io_uring rings and journal, and leaves every
+  // mapping an inaccessible (PROT_NONE), empty address range. Waits for Map/Unmap/Sync calls in progress; later ones wait for Resume. OK when
+  // already quiesced. On failure (a write-back error: its errno, ENOSPC or EIO; EBUSY when
+  // something stays pending) the runtime runs on as before and nothing is lost. ESTALE when fenced. The kernel's io_uring worker threads may outlive the rings
+  // for a moment, and as long as another runtime's rings are open: the caller waits for
+  // them once every runtime quiesced (WaitForIoUringThreadsToExit).
+  absl::Status Quiesce();
+  // Opens the journal again and checks it is the one this runtime left (same highest LSN
+  // and mapping id, this runtime's mappings registered, nothing pending, the same staged
+  // blocks) and that every
+  // mapped file is the same file with the same size; then re-creates the userfaultfd, the
+  // rings and the threads, registers the mappings again and wakes the threads waiting on
+  // them. Errors: a journal that is locked by another process (EBUSY) or whose directory is
+  // missing, and any failure to re-create: the runtime stays quiesced and Resume may be
+  // tried again. ESTALE: the journal or a file changed since the quiesce; the runtime is
+  // fenced for good (RuntimeState). OK when running.
+  absl::Status Resume();
+  RuntimeState state() const {
+    return static_cast<RuntimeState>(state_.load(std::memory_order_acquire));
+  }
+  // Signal dispatch of a SIGSEGV (SEGV_ACCERR) at addr, `write` when the access was a
+  // write: kNotOurs (not in a mapping of this runtime, or a running mapping's protection
+  // forbids it: the application's own error), kRetry (running again since a quiesce made
+  // the page inaccessible: retry), kPark (quiescing or quiesced: wait, then retry), kFenced
+  // (the application gets the SIGSEGV). Async-signal-safe.
+  enum class QuiescedAccess { kNotOurs, kRetry, kPark, kFenced };
+  QuiescedAccess ClassifyQuiescedAccess(uint64_t addr, bool write);
 
   // Signal fault mode (fault_signal.h): resolves a fault at `addr` in the calling thread if
   // it lies in one of this runtime's mappings. False when it does not.
@@ -83,6 +145,12 @@ class Runtime {
   // (signal mode): lock-free; waits (sleeping) only when every buffer is in use.
   char* AcquireStaging();
   void ReleaseStaging(char* buf);
+  // Run buffers (signal mode): room for run_blocks() consecutive blocks, for a faulting
+  // thread that reads its block together with the blocks after it. Lock-free; null when
+  // every one is in use or there are none (blocks too large for a run).
+  char* TryAcquireRunBuffer();
+  void ReleaseRunBuffer(char* buf);
+  uint32_t run_blocks() const { return run_blocks_; }
 
   // --- observers (the stats publisher) ---
   // Runs fn inside a read section of the mappings' SRCU, so no mapping can be freed until
@@ -145,9 +213,52 @@ class Runtime {
 
  private:
   struct HandlerCtx;
+  // What Resume must find again: the journal exactly as the quiesce left it, and the files.
+  struct QuiesceSnapshot {
+    bool journal = false;  // a journal was open (and is now suspended)
+    uint64_t last_lsn = 0;
+    uint64_t last_mapping_id = 0;
+    uint64_t staged_blocks = 0;  // atomic policy: the unsynced blocks, staged by the quiesce
+    std::vector<uint64_t> mapping_ids;  // this runtime's writable mappings in the journal
+    std::vector<std::pair<Mapping*, FileIdentity>> files;
+  };
   Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd,
           bool signal_mode);
   absl::Status Start();
+  // The machinery a quiesce stops: userfaultfd (unless already open), I/O manager and its
+  // rings, handler and write-back threads, the cache sizer's thread, stats publisher. The
+  // first call also sets the cache's first limit (StartSizing). On failure what was started
+  // is stopped again.
+  absl::Status StartMachinery();
+  // Stops the stats publisher, the handler threads (giving the I/O channels back to the
+  // manager's own threads) and the write-back threads. Idempotent.
+  void StopThreads();
+  // Closes the I/O manager (REQUIRES: every mapping's queue removed), the userfaultfd and
+  // the runtime's other descriptors. Idempotent.
+  void ReleaseKernelObjects();
+  // Map, Unmap and Sync run inside an operation; Quiesce closes the gate, waiting for the
+  // operations in progress, and new ones wait until Resume opens it. Fenced: ESTALE.
+  absl::Status EnterOperation(bool fenced_ok = false);
+  void LeaveOperation();
+  class Operation;
+  // Live mappings. REQUIRES: the gate is closed (the set cannot change).
+  std::vector<Mapping*> LiveMappings();
+  // Quiesce steps (runtime_quiesce.cc).
+  // Relaxed policy (and no journal): umsync of each mapping. Atomic policy, `final` only:
+  // stages the dirty blocks in the journal (Mapping::StageDirty).
+  absl::Status WriteBackForQuiesce(const std::vector<Mapping*>& maps, bool final);
+  absl::Status CheckNothingPending(const std::vector<Mapping*>& maps)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  void AbortQuiesce(const std::vector<Mapping*>& maps, bool detached);
+  void Evacuate(const std::vector<Mapping*>& maps);
+  absl::Status RegisterAgain(const std::vector<Mapping*>& maps);
+  // Takes each mapping's partitioned-write locks again (ESTALE: another writer took one);
+  // on an error the caller releases those it took.
+  absl::Status RelockAfterRestore(const std::vector<Mapping*>& maps)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  absl::Status ValidateAfterRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  void Fence(const std::vector<Mapping*>& maps, const absl::Status& why);
+  void ReopenGate();
   void HandlerLoop(int id);
   void WriteBackLoop();
   void HandleFault(HandlerCtx& ctx, const uffd_msg& msg);
@@ -198,15 +309,36 @@ class Runtime {
   static constexpr uint32_t kStagingBuffers = 64;
   char* staging_arena_ = nullptr;
   std::unique_ptr<IndexStack> staging_free_;
+  // Run buffers: kRunBuffers of kRunBytes (run_blocks_ blocks; 0 when a block is too large
+  // for a run of two).
+  static constexpr uint32_t kRunBuffers = 16;
+  static constexpr size_t kRunBytes = size_t{64} << 10;
+  uint32_t run_blocks_ = 0;
+  char* run_arena_ = nullptr;
+  std::unique_ptr<IndexStack> run_free_;
 
   std::unique_ptr<StatsPublisher> stats_;  // stopped first at destruction
   // Stopped early at destruction, destroyed last (mappings give back its park buffers).
   std::unique_ptr<CacheSizer> sizer_;
+  bool sizing_started_ = false;  // StartSizing ran (with the first StartMachinery)
 
   std::atomic<bool> stop_{false};
   std::atomic<int> last_writeback_errno_{0};
+  std::atomic<uint32_t> state_{static_cast<uint32_t>(RuntimeState::kRunning)};
+  std::atomic<int> uffd_access_{0};  // of the userfaultfd open now or last (Stats)
+  // Guards io_ and io_carried_ against Stats() while a Quiesce or Resume replaces them
+  // (nothing on the fault path uses io_ then).
+  mutable absl::Mutex io_swap_mu_;
+  // I/O figures of the I/O managers a quiesce closed, added to the live one's in Stats().
+  umap_stats io_carried_ ABSL_GUARDED_BY(io_swap_mu_) = {};
   std::vector<std::thread> handlers_;
   std::vector<std::thread> writers_;
+
+  absl::Mutex checkpoint_mu_;  // one Quiesce or Resume at a time
+  std::unique_ptr<QuiesceSnapshot> snapshot_ ABSL_GUARDED_BY(checkpoint_mu_);
+  absl::Mutex gate_mu_;
+  bool gate_open_ ABSL_GUARDED_BY(gate_mu_) = true;
+  int operations_ ABSL_GUARDED_BY(gate_mu_) = 0;
 
   absl::Mutex mu_;  // map/unmap and the slot table; never taken on the fault path
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,7 @@
 #include "runtime/stats_publisher.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -72,6 +74,7 @@ StatsPublisher::~StatsPublisher() {
 }
 
 void StatsPublisher::Loop() {
+  ::pthread_setname_np(::pthread_self(), "umap-stats");
   auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || kicked_; };
   for (;;) {
     {

@@ -80,7 +80,9 @@ absl::StatusOr<std::unique_ptr<Uffd>> Uffd::Open(bool sigbus) {
     int fd = NewUffd(access);
     if (fd < 0) {
       open_err = -fd;
-      if (open_err == ENOSYS) break;  // no userfaultfd in this kernel at all
+      // ENOSYS from the system call is not the last word: a seccomp filter (or a tool that
+      // runs the program, such as valgrind) can hide userfaultfd(2) while the device works.
+      if (open_err == ENOSYS && access == UffdAccess::kDevice) break;
       continue;
     }
     // Ask for everything we can use; drop the optional POISON if the kernel refuses it (the
@@ -194,6 +196,12 @@ absl::StatusOr<char*> ReserveRegion(void* addr, size_t len, int prot, bool fixed
 
 void ReleaseRegion(char* base, size_t len) { ::munmap(base, len); }
 
+int ProtectRegion(char* base, size_t len, int prot) {
+  // The system call itself, as in DiscardPages: the LD_PRELOAD shim refuses a program's
+  // mprotect of a Umap mapping, which must never apply to the runtime's own.
+  return ::syscall(SYS_mprotect, base, len, prot) == 0 ? 0 : errno;
+}
+
 char* MapBuffer(size_t len) {
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
@@ -208,6 +216,12 @@ int DiscardPages(void* addr, size_t len) {
   // shim (runtime/preload) answers an application's MADV_DONTNEED on a mapping by doing
   // nothing, which must never apply to the runtime's own discards.
   return ::syscall(SYS_madvise, addr, len, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+int ProtectPages(void* addr, size_t len, int prot) {
+  // The system call itself: the LD_PRELOAD shim refuses an application's mprotect of a Umap
+  // mapping, which must never apply to the runtime's own.
+  return ::syscall(SYS_mprotect, addr, len, prot) == 0 ? 0 : errno;
 }
 
 void DiscardBatch(int pidfd, EvictionBatch* batch) {

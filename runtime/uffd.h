@@ -77,12 +77,18 @@ class Uffd {
 // (MADV_DONTFORK), no transparent huge pages. `fixed` maps exactly at addr.
 absl::StatusOr<char*> ReserveRegion(void* addr, size_t len, int prot, bool fixed);
 void ReleaseRegion(char* base, size_t len);
+// Changes the protection of a reserved region (a quiesce makes it PROT_NONE, so that an
+// access faults into Umap's SIGSEGV handler instead of finding zero pages once the range is
+// no longer registered). Returns 0 or the errno.
+int ProtectRegion(char* base, size_t len, int prot);
 // Page-aligned private buffers of the runtime itself (staging, stash): allocated once, so
 // the fault path never allocates. Null when the memory is not there.
 char* MapBuffer(size_t len);
 void UnmapBuffer(char* p, size_t len);
 // Drops the pages of [addr, addr+len) (MADV_DONTNEED): the next access faults again.
 int DiscardPages(void* addr, size_t len);
+// Changes the protection of part of a region (mprotect); 0 or the errno.
+int ProtectPages(void* addr, size_t len, int prot);
 
 }  // namespace umap::runtime
 

@@ -12,9 +12,12 @@
 #include <new>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "runtime/checkpoint_control.h"
 #include "runtime/fault_signal.h"
 #include "runtime/runtime.h"
 #include "runtime/umap_c_internal.h"
@@ -34,6 +37,76 @@ absl::Mutex g_mu;
 std::vector<umap_runtime*>& Runtimes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   static auto* v = new std::vector<umap_runtime*>();
   return *v;
+}
+
+// Checkpoints: one umap_quiesce or umap_resume at a time, and no runtime is created or
+// destroyed meanwhile; while the process is quiesced, creating a runtime waits for the
+// resume (a new userfaultfd or io_uring would make the process undumpable).
+absl::Mutex g_checkpoint_mu;
+bool g_quiesced ABSL_GUARDED_BY(g_checkpoint_mu) = false;
+
+std::vector<umap_runtime*> AllRuntimes() {
+  absl::MutexLock l(&g_mu);
+  return Runtimes();
+}
+
+// "running", "quiesced" or "fenced" when every runtime is in that state (or, with none, what
+// a new one would be), else the count of each ("running 1, fenced 1").
+std::string ProcessState() {
+  absl::MutexLock l(&g_checkpoint_mu);
+  using ::umap::runtime::RuntimeState;
+  int count[4] = {};
+  for (umap_runtime* r : AllRuntimes()) ++count[static_cast<int>(r->rt->state())];
+  std::vector<std::string> parts;
+  std::string only;
+  for (int k = 0; k < 4; ++k) {
+    if (count[k] == 0) continue;
+    only = ::umap::runtime::RuntimeStateName(static_cast<RuntimeState>(k));
+    parts.push_back(absl::StrCat(only, " ", count[k]));
+  }
+  if (parts.empty()) return g_quiesced ? "quiesced" : "running";
+  return parts.size() == 1 ? only : absl::StrJoin(parts, ", ");
+}
+
+absl::Status QuiesceAll() {
+  absl::MutexLock l(&g_checkpoint_mu);
+  std::vector<umap_runtime*> rts = AllRuntimes();
+  g_quiesced = true;
+  for (size_t i = 0; i < rts.size(); ++i) {
+    absl::Status s = rts[i]->rt->Quiesce();
+    if (s.ok()) continue;
+    // All or nothing: the ones already quiesced run again.
+    for (size_t k = 0; k < i; ++k) {
+      if (absl::Status r = rts[k]->rt->Resume(); !r.ok()) {
+        UMAP_LOG(kError, "umap_quiesce: undoing the quiesce of a runtime failed: ", r.ToString());
+      }
+    }
+    g_quiesced = false;
+    return s;
+  }
+  if (absl::Status s = ::umap::runtime::WaitForIoUringThreadsToExit(); !s.ok()) {
+    for (umap_runtime* r : rts) {
+      if (absl::Status up = r->rt->Resume(); !up.ok()) {
+        UMAP_LOG(kError, "umap_quiesce: undoing the quiesce of a runtime failed: ", up.ToString());
+      }
+    }
+    g_quiesced = false;
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResumeAll() {
+  absl::MutexLock l(&g_checkpoint_mu);
+  absl::Status first;
+  bool any_quiesced = false;
+  for (umap_runtime* r : AllRuntimes()) {
+    absl::Status s = r->rt->Resume();
+    if (!s.ok() && first.ok()) first = s;
+    any_quiesced = any_quiesced || r->rt->state() == ::umap::runtime::RuntimeState::kQuiesced;
+  }
+  g_quiesced = any_quiesced;
+  return first;
 }
 
 umap_runtime* FindRuntime(const void* addr, size_t len) {
@@ -76,6 +149,18 @@ umap_runtime* umap_runtime_create(const umap_config* config) {
     errno = EINVAL;
     return nullptr;
   }
+  if (config->checkpoint_control) {
+    absl::Status s = ::umap::runtime::StartCheckpointControl(
+        {[] { return QuiesceAll(); }, [] { return ResumeAll(); }, [] { return ProcessState(); }});
+    if (!s.ok()) {
+      UMAP_LOG(kError, "umap_runtime_create: checkpoint_control: ", s.ToString());
+      errno = ErrnoFromStatus(s);
+      return nullptr;
+    }
+  }
+  absl::MutexLock cl(&g_checkpoint_mu);
+  g_checkpoint_mu.Await(absl::Condition(
+      +[](bool* quiesced) { return !*quiesced; }, &g_quiesced));
   auto rt = ::umap::runtime::Runtime::Create(
       ::umap::runtime::RuntimeOptions::FromConfig(*config));
   if (!rt.ok()) {
@@ -98,6 +183,7 @@ int umap_runtime_destroy(umap_runtime* r) {
     errno = EINVAL;
     return -1;
   }
+  absl::MutexLock cl(&g_checkpoint_mu);
   {
     absl::MutexLock l(&g_mu);
     auto& v = Runtimes();
@@ -105,6 +191,16 @@ int umap_runtime_destroy(umap_runtime* r) {
   }
   delete r;
   return 0;
+}
+
+int umap_quiesce(void) {
+  absl::Status s = QuiesceAll();
+  return s.ok() ? 0 : Fail(s);
+}
+
+int umap_resume(void) {
+  absl::Status s = ResumeAll();
+  return s.ok() ? 0 : Fail(s);
 }
 
 umap_runtime* umap_default_runtime(void) {
@@ -117,18 +213,30 @@ umap_runtime* umap_default_runtime(void) {
   return def;
 }
 
-void* umap_ex(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
-              off_t offset) {
-  if (r == nullptr) {
+void* umap_ex2(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
+               off_t offset, const umap_map_options* options) {
+  if (r == nullptr || (options != nullptr && options->write_range_count > 0 &&
+                       options->write_ranges == nullptr)) {
     errno = EINVAL;
     return MAP_FAILED;
   }
-  auto p = r->rt->Map(addr, length, prot, flags, fd, offset);
+  ::umap::runtime::CoherenceRequest coherence;
+  if (options != nullptr) {
+    coherence.mode = options->coherence;
+    coherence.write_ranges.assign(options->write_ranges,
+                                  options->write_ranges + options->write_range_count);
+  }
+  auto p = r->rt->Map(addr, length, prot, flags, fd, offset, coherence);
   if (!p.ok()) {
     Fail(p.status());
     return MAP_FAILED;
   }
   return *p;
+}
+
+void* umap_ex(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
+              off_t offset) {
+  return umap_ex2(r, addr, length, prot, flags, fd, offset, nullptr);
 }
 
 void* umap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) {

@@ -68,11 +68,15 @@ class WriteBack {
 
   // The mapping goes away after its last successful Sync (journal: forget the mapping).
   virtual absl::Status Close() { return absl::OkStatus(); }
+  // A checkpoint, after the final write-back: leaves no transaction of this sink pending in
+  // the journal (committed images applied, synced and marked, not only batched). Staged
+  // images (atomic policy) stay. On error nothing is lost.
+  virtual absl::Status Drain() { return absl::OkStatus(); }
 
   // The I/O manager that carries this sink's writes to the file (merged, and concurrent
   // with io_uring). Set once by the runtime before the first write; without one, writes
   // are issued one merged run at a time.
-  void set_io(io::IoManager* io) { io_ = io; }
+  virtual void set_io(io::IoManager* io) { io_ = io; }
 
  protected:
   // Writes `images` (ascending blocks, each at most once) to `file`: adjacent blocks merge

@@ -6,7 +6,7 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       libabsl-dev librocksdb-dev liburing-dev libisal-dev libcli11-dev
       libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libfuse3-dev
       glusterfs-server glusterfs-client e2fsprogs xfsprogs iproute2 psmisc procps util-linux
-      gnuplot-nox python3 python3-numpy pandoc)
+      gnuplot-nox python3 python3-numpy pandoc criu valgrind strace)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

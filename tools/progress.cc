@@ -16,9 +16,9 @@ std::string ProgressPrinter::Format(const recovery::Progress& p) const {
   using Phase = recovery::Progress::Phase;
   const double frac = p.total == 0 ? 1.0 : static_cast<double>(p.done) / p.total;
   std::string s;
-  if (o_.style == Style::kBar) {
-    const int fill = static_cast<int>(frac * o_.width);
-    s = absl::StrCat("[", std::string(fill, '#'), std::string(o_.width - fill, ' '), "] ");
+  if (options_.style == Style::kBar) {
+    const int fill = static_cast<int>(frac * options_.width);
+    s = absl::StrCat("[", std::string(fill, '#'), std::string(options_.width - fill, ' '), "] ");
   }
   absl::StrAppendFormat(&s, "%s %3.0f%% ", recovery::PhaseName(p.phase), 100 * frac);
   if (p.phase == Phase::kScan) {
@@ -34,13 +34,13 @@ std::string ProgressPrinter::Format(const recovery::Progress& p) const {
 }
 
 void ProgressPrinter::Update(const recovery::Progress& p) {
-  if (o_.style == Style::kOff || p.elapsed_micros < o_.delay_micros) return;
-  if (o_.style == Style::kBar) {
+  if (options_.style == Style::kOff || p.elapsed_micros < options_.delay_micros) return;
+  if (options_.style == Style::kBar) {
     std::fprintf(out_, "\r%s\033[K", Format(p).c_str());
     drawn_ = true;
   } else {
     const bool phase_end = p.done == p.total;
-    if (p.elapsed_micros - last_line_ < o_.line_interval_micros && !phase_end &&
+    if (p.elapsed_micros - last_line_ < options_.line_interval_micros && !phase_end &&
         p.phase == last_phase_ && last_line_ != 0) {
       return;
     }

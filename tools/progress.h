@@ -22,7 +22,7 @@ class ProgressPrinter {
     int width = 30;                             // kBar: characters of the bar
   };
   // Writes to `out` (not owned; usually stderr).
-  ProgressPrinter(FILE* out, Options options) : out_(out), o_(options) {}
+  ProgressPrinter(FILE* out, Options options) : out_(out), options_(options) {}
   // kBar when `fd` is a terminal, else kLines.
   static Style AutoStyle(int fd);
 
@@ -35,7 +35,7 @@ class ProgressPrinter {
 
  private:
   FILE* const out_;
-  const Options o_;
+  const Options options_;
   bool drawn_ = false;
   uint64_t last_line_ = 0;
   recovery::Progress::Phase last_phase_ = recovery::Progress::Phase::kScan;

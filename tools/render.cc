@@ -25,7 +25,10 @@ absl::string_view CommandName(Command c) {
 
 int ExitCodeFor(Command c, const Report& report) {
   if (c == Command::kStatus) {
-    return report.journal_status.ok() ? 0 : static_cast<int>(recovery::ExitCodeOf(report.journal_status));
+    if (!report.journal_status.ok()) {
+      return static_cast<int>(recovery::ExitCodeOf(report.journal_status));
+    }
+    return report.salvaged.ok() ? 0 : static_cast<int>(recovery::ExitCode::kDataLoss);
   }
   return static_cast<int>(recovery::ExitCodeOf(report));
 }
@@ -185,6 +188,7 @@ std::string ExitMeaning(Command c, int code, const Report* report) {
       if (c == Command::kDryRun) return "replay would apply every committed transaction";
       return "every pending block in the files equals its newest committed version";
     case 1:
+      if (c == Command::kStatus) return "journal damaged: a salvage keeps what is listed above";
       if (c == Command::kVerify) return "some blocks differ from the journal (listed above)";
       if (c == Command::kDryRun) {
         return "replay would discard data or find unrepairable blocks (listed above)";
@@ -219,6 +223,9 @@ std::string RenderText(Command c, const Report& r, int code) {
     }
     if (!r.journal_status.ok()) {
       absl::StrAppend(&out, "journal error: ", r.journal_status.message(), "\n");
+    }
+    if (!r.salvaged.ok()) {
+      absl::StrAppend(&out, "salvaged: ", r.salvaged.message(), "\n");
     }
   }
   absl::StrAppend(&out, "result: exit ", code, ": ", ExitMeaning(c, code, &r), " (",
@@ -270,6 +277,7 @@ std::string RenderJson(Command c, const Report& r, int code) {
   w.Field("staged_bytes", r.staged_bytes);
   w.Field("duration_us", r.duration_micros);
   StatusField(w, "journal_error", r.journal_status);
+  StatusField(w, "salvaged", r.salvaged);
   w.Key("mappings");
   w.BeginArray();
   for (const MappingReport& m : r.mappings) {

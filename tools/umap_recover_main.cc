@@ -24,7 +24,7 @@ constexpr char kFooter[] = R"(Exit codes:
   1  replayed, but data was discarded or cannot be repaired (listed); verify: blocks differ
   2  refused, nothing written to the refused files: journal held by a live process, file
      identity or size mismatch, missing or read-only file, journal from a newer format,
-     corrupt journal; also usage errors
+     corrupt or damaged journal (--salvage keeps what can be read); also usage errors
   3  I/O error during replay: the journal keeps every unapplied transaction; safe to rerun
 See umap-recover(1) (docs/umap-recover.1.md) and docs/operations.md.)";
 
@@ -41,7 +41,8 @@ int Main(int argc, char** argv) {
 
   std::string journal_dir;
   bool dry_run = false, json = false, accept_size = false, verify_after = false;
-  bool missing_ok = false, quiet = false;
+  bool missing_ok = false, quiet = false, salvage = false;
+  int64_t owner = -1;
   std::vector<std::string> force_paths;
   std::string only, progress = "auto";
   uint64_t checkpoint_mib = 256;
@@ -73,6 +74,17 @@ int Main(int argc, char** argv) {
   app.add_flag("--missing-ok", missing_ok,
                "A missing journal directory is 'nothing to do' (exit 0), not a refusal");
   app.add_flag("-q,--quiet", quiet, "Print nothing when the exit code is 0");
+  app.add_option("--owner", owner,
+                 "Root only: the journal belongs to user UID, and root may replay it (its "
+                 "records decide which files are written). Without it a journal of another "
+                 "user is refused")
+      ->type_name("UID")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--salvage", salvage,
+               "The journal is damaged (a refusal said so): keep every record that can still "
+               "be read, before and after the damage; commits in the unreadable bytes are "
+               "lost. With status, verify or --dry-run: show what it would replay, write "
+               "nothing");
 
   CLI::App* replay_cmd = app.add_subcommand("replay", "Replay committed transactions (default)");
   CLI::App* verify_cmd = app.add_subcommand(
@@ -101,6 +113,16 @@ int Main(int argc, char** argv) {
            : cmd == Command::kVerify ? recovery::Mode::kVerify
                                      : recovery::Mode::kDryRun;
   o.accept_size_change = accept_size;
+  o.salvage = salvage;
+  if (owner >= 0) {
+    if (::geteuid() != 0 && static_cast<uid_t>(owner) != ::geteuid()) {
+      std::fprintf(stderr, "umap-recover: --owner %lld: only root may work on the journal of "
+                           "another user (you are uid %u)\n",
+                   static_cast<long long>(owner), ::geteuid());
+      return static_cast<int>(recovery::ExitCode::kRefused);
+    }
+    o.journal_owner = static_cast<uid_t>(owner);
+  }
   o.verify_after_replay = verify_after;
   o.checkpoint_bytes = checkpoint_mib << 20;
   for (const std::string& spec : force_paths) {

@@ -11,6 +11,11 @@
 //                     node crash. A failed Sync poisons nothing in the file object, but the
 //                     caller must treat every unsynced byte as lost (never retry a failed
 //                     fsync and assume success: the kernel may have dropped dirty pages).
+// Errors: every error of a system call carries its errno as a payload (base/posix_error.h:
+// ErrnoFromStatus), and the C API hands that errno to the caller. Its absl code is the one
+// absl::ErrnoToStatus picks and says little about what to do next (ENOTCONN from a dropped
+// mount is kFailedPrecondition, EIO kUnknown): decide by the errno (ClassifyErrno), never by
+// the code.
 // Thread safety: File methods may be called concurrently from several threads.
 #ifndef UMAP_ENV_H_
 #define UMAP_ENV_H_
@@ -43,9 +48,11 @@ class File {
   virtual ~File() = default;
 
   // Reads up to dst.size() bytes at `offset`; returns the count. Short only at end of file.
-  // Retries EINTR and short reads internally. Errors: kUnavailable (EIO, ENOTCONN, ...).
+  // Retries EINTR and short reads internally. Errors: the errno of the failed read (EIO,
+  // ENOTCONN, ESTALE, ETIMEDOUT, ...).
   virtual absl::StatusOr<size_t> ReadAt(uint64_t offset, absl::Span<char> dst) = 0;
-  // Writes all of src at `offset` or returns an error (ENOSPC -> kResourceExhausted).
+  // Writes all of src at `offset` or returns the errno of the failed write (ENOSPC, EDQUOT,
+  // EIO, ...).
   virtual absl::Status WriteAt(uint64_t offset, absl::Span<const char> src) = 0;
   // fdatasync. See the header comment for what a failure means.
   virtual absl::Status Sync() = 0;

@@ -45,6 +45,17 @@ int umap_runtime_destroy(umap_runtime* runtime);
 void* umap(void* addr, size_t length, int prot, int flags, int fd, off_t offset);
 void* umap_ex(umap_runtime* runtime, void* addr, size_t length, int prot, int flags, int fd,
               off_t offset);
+/* umap_ex() with per-mapping options (NULL: the defaults): the coherence mode and, for
+ * partitioned-write, the byte ranges the mapping writes (docs/consistency.md). Errors besides
+ * umap_ex()'s: EBUSY when another open file description (another process, or a process on
+ * another node of the file system) holds a lock overlapping the blocks this mapping would
+ * write; the message logged names the holder where the file system or the holder's owner
+ * record tells. ENOLCK when partitioned-write was asked of a file system without byte-range
+ * locks. EINVAL for a write range outside the mapping, or partitioned-write without
+ * PROT_WRITE. A mapping whose range another writer holds locks on maps, and logs that its
+ * view of those bytes may be stale. */
+void* umap_ex2(umap_runtime* runtime, void* addr, size_t length, int prot, int flags, int fd,
+               off_t offset, const umap_map_options* options);
 
 /* Writes back dirty blocks (like umsync of the whole mapping), then removes the mapping.
  * addr/length must name exactly one whole mapping (EINVAL otherwise). On a write-back error
@@ -63,7 +74,9 @@ int umsync(void* addr, size_t length, int flags);
  * it, with the handler's arguments (SA_SIGINFO), and return at once when it returns 1: the
  * fault was Umap's and the access will succeed when retried. 0: not Umap's (a real bus
  * error, or an I/O error Umap reported as SIGBUS). Async-signal-safe. `info` is the
- * handler's siginfo_t* (declared void* so that this header needs no POSIX feature macros). */
+ * handler's siginfo_t* (declared void* so that this header needs no POSIX feature macros).
+ * Likewise for SIGSEGV while the process is quiesced (umap_quiesce below): an access to a
+ * quiesced mapping waits inside the call until umap_resume(), then it returns 1. */
 int umap_handle_signal(int sig, void* info /* siginfo_t* */, void* ucontext);
 
 /* Makes [addr, addr+length) of a Umap mapping resident now, from user space, so that the
@@ -74,6 +87,37 @@ int umap_handle_signal(int sig, void* info /* siginfo_t* */, void* ucontext);
  * call uses them, so retry on EFAULT. Returns 0, or -1 with errno (ENOMEM: not a Umap
  * range). Addresses outside Umap mappings are rejected, never touched. */
 int umap_touch(void* addr, size_t length, int write);
+
+/* Checkpoints with CRIU (docs/operations.md "Checkpoint a job with CRIU"; the design:
+ * docs/design.md "Quiesce and resume"). CRIU cannot dump a process that holds a userfaultfd
+ * or an io_uring. umap_quiesce() makes the process dumpable: every runtime writes back each
+ * dirty block through its journal — relaxed policy: committed and applied, as umsync does;
+ * atomic policy: staged in the journal, uncommitted, so that the file still holds exactly
+ * the last umsync (the restored process commits them with its next umsync; if the
+ * checkpoint is never restored, recovery discards them) — applies every committed
+ * transaction, closes its journal, userfaultfd and io_uring rings and stops its threads. Each
+ * mapping stays as an inaccessible address range (PROT_NONE, no pages): a thread that
+ * touches one waits inside Umap's SIGSEGV handler until umap_resume(), so it never reads
+ * zeros or stale bytes; umap(), umsync(), uunmap() and runtime creation wait likewise.
+ * Returns 0 (also when already quiesced), or -1 with errno: a write-back error (ENOSPC,
+ * EIO, ...) or EBUSY (kernel io_uring threads would not go away): then every runtime runs on
+ * as before and nothing is lost; ESTALE: a runtime is fenced (below).
+ *
+ * umap_resume() reopens each journal and checks that it is exactly as the quiesce left it
+ * and that each mapped file is the same file with the same size; then it re-creates the
+ * userfaultfd, rings and threads, registers the mappings again and wakes the waiting
+ * threads (the data is read again from the files). Returns 0 (also when running), or -1
+ * with errno: EBUSY (the journal is locked by another process, whose pid the log names),
+ * ENOENT (the journal's directory is gone) or another error: still quiesced, call again;
+ * ESTALE: another process wrote the journal or a file since the checkpoint (a job restarted
+ * from the journal, or an older checkpoint restored): that runtime is fenced for good. It
+ * never writes to its files or journal again, threads touching its mappings get SIGSEGV,
+ * umap()/umsync() fail with ESTALE, and uunmap() only releases the range. The log says why.
+ *
+ * A program started with UMAP_CHECKPOINT=1 (umap_config.checkpoint_control) is quiesced and
+ * resumed from outside, by `umap-ctl` as a criu --action-script. */
+int umap_quiesce(void);
+int umap_resume(void);
 
 /* Counters of the runtime serving addr (or of runtime when addr is NULL). */
 int umap_get_stats(umap_runtime* runtime, umap_stats* out);

@@ -72,6 +72,17 @@ class Mapping {
     if (p == MAP_FAILED) return ErrnoStatus(errno, "umap");
     return Mapping(p, length);
   }
+  // With per-mapping options (umap_ex2): the coherence mode and, for partitioned-write, the
+  // byte ranges the mapping writes. EBUSY: another writer holds one of them (the log names
+  // it); see docs/consistency.md.
+  static absl::StatusOr<Mapping> Open(umap_runtime* runtime, int fd, size_t length, int prot,
+                                      off_t offset, const umap_map_options& options) {
+    umap_runtime* r = runtime ? runtime : umap_default_runtime();
+    if (r == nullptr) return ErrnoStatus(errno, "umap_default_runtime");
+    void* p = umap_ex2(r, nullptr, length, prot, MAP_SHARED, fd, offset, &options);
+    if (p == MAP_FAILED) return ErrnoStatus(errno, "umap_ex2");
+    return Mapping(p, length);
+  }
   Mapping(Mapping&& o) noexcept
       : addr_(std::exchange(o.addr_, nullptr)), length_(std::exchange(o.length_, 0)) {}
   Mapping& operator=(Mapping&& o) noexcept {
@@ -111,6 +122,14 @@ class Mapping {
   void* addr_;
   size_t length_;
 };
+
+// Checkpoints (umap_quiesce/umap_resume in umap.h): every runtime of the process.
+inline absl::Status Quiesce() {
+  return umap_quiesce() == 0 ? absl::OkStatus() : ErrnoStatus(errno, "umap_quiesce");
+}
+inline absl::Status Resume() {
+  return umap_resume() == 0 ? absl::OkStatus() : ErrnoStatus(errno, "umap_resume");
+}
 
 }  // namespace Umap
 

@@ -47,6 +47,40 @@ typedef enum umap_uffd_access {
   UMAP_UFFD_USER_MODE_ONLY = 2, /* unprivileged: system calls on non-resident pages: EFAULT */
 } umap_uffd_access;
 
+/* How a mapping coexists with other writers of the same file: another process, or a process
+ * on another node of a distributed file system (docs/consistency.md). Each process caches
+ * its blocks on its own and writes them back only at umsync or eviction, so two writers of
+ * the same block overwrite each other's block images: only one writer per block is safe. */
+typedef enum umap_coherence {
+  UMAP_COHERENCE_AUTO = 0,              /* the runtime's `coherence` (umap_config); when that
+                                           is AUTO too: PROT_WRITE -> partitioned-write of
+                                           the whole mapping, else read-only */
+  UMAP_COHERENCE_READ_ONLY = 1,         /* never writes back; a write to the mapping raises
+                                           SIGSEGV, the reason logged (also with PROT_WRITE) */
+  UMAP_COHERENCE_PARTITIONED_WRITE = 2, /* the mapping takes open-file-description write
+                                           locks (F_OFD_SETLK) on the byte ranges it writes:
+                                           an overlapping writer anywhere fails with EBUSY */
+  UMAP_COHERENCE_SHARED_WRITE = 3,      /* UNSAFE: no lock, nothing stops another writer;
+                                           logged once per process */
+} umap_coherence;
+
+/* A byte range of a file: [offset, offset + length). */
+typedef struct umap_range {
+  uint64_t offset;
+  uint64_t length;
+} umap_range;
+
+/* Per-mapping options of umap_ex2(). Zero-filled = every default. */
+typedef struct umap_map_options {
+  umap_coherence coherence;
+  /* partitioned-write: the file byte ranges this mapping writes, inside the mapped range;
+   * rounded out to whole blocks (write-back writes whole blocks), which are locked; the
+   * rest of the mapping is read-only (a write there raises SIGSEGV, logged). NULL or 0
+   * ranges: the whole mapping. Copied by umap_ex2(); ignored by the other modes. */
+  const umap_range* write_ranges;
+  size_t write_range_count;
+} umap_map_options;
+
 /* Reads of [4 KiB << k, 4 KiB << (k+1)) bytes are counted in io_size_hist[k]. */
 #define UMAP_IO_SIZE_BUCKETS 12
 
@@ -75,6 +109,11 @@ typedef struct umap_config {
   int lazy_sizing;           /* 1 (default): the cache starts small, grows on re-misses up to
                                 cache_bytes and the memory budget, shrinks under memory
                                 pressure; 0: a fixed cache of cache_bytes */
+  int checkpoint_control;    /* 1: serve the process's checkpoint control socket, through
+                                which umap-ctl quiesces and resumes it around a CRIU dump and
+                                restore (UMAP_CHECKPOINT; docs/operations.md) */
+  umap_coherence coherence;  /* of mappings made without options (umap(), umap_ex(), the
+                                preload library): AUTO, or a mode for all of them */
 } umap_config;
 
 typedef struct umap_stats {

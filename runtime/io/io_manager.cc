@@ -2,6 +2,7 @@
 
 #include <liburing.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -445,6 +446,7 @@ void IoManager::DriveChannelsExternally(bool external) {
   stop_channel_threads_.store(false, std::memory_order_release);
   for (unsigned i = 0; i < uring_.size(); ++i) {
     channel_threads_.emplace_back([this, i] {
+      ::pthread_setname_np(::pthread_self(), "umap-io");
       pollfd pfd = {uring_[i]->event_fd(), POLLIN, 0};
       for (;;) {
         const int timeout = uring_[i]->Pump();
@@ -493,12 +495,13 @@ void IoManager::Kick() {
   if (own_drivers_.load(std::memory_order_acquire)) WakeChannels();
 }
 
-void IoManager::NoteInlineRead(size_t bytes) {
+void IoManager::NoteInlineRead(uint32_t blocks, size_t bytes) {
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
   counters_.inline_reads.fetch_add(1, std::memory_order_relaxed);
-  counters_.blocks.fetch_add(1, std::memory_order_relaxed);
+  counters_.blocks.fetch_add(blocks, std::memory_order_relaxed);
   counters_.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  counters_.size_hist[SizeBucket(options_.block_size)].fetch_add(1, std::memory_order_relaxed);
+  counters_.size_hist[SizeBucket(size_t{blocks} * options_.block_size)].fetch_add(
+      1, std::memory_order_relaxed);
 }
 
 template <int N>
@@ -611,6 +614,7 @@ void IoManager::RetryOrFail(const Run& run, const char* what, uint64_t age_us) {
 }
 
 void IoManager::SyncLoop(unsigned index) {
+  ::pthread_setname_np(::pthread_self(), "umap-io");
   SyncSlot& slot = sync_slots_[index];
   const IoScheduler::Taker who = engine_ == Engine::kPosix ? IoScheduler::Taker::kSync
                                                             : IoScheduler::Taker::kSyncHelper;
@@ -656,6 +660,7 @@ void IoManager::SyncLoop(unsigned index) {
 }
 
 void IoManager::WatchdogLoop() {
+  ::pthread_setname_np(::pthread_self(), "umap-watchdog");
   // Deadlines of synchronous reads (io_uring channels watch their own slots).
   const auto period = std::chrono::microseconds(
       std::clamp<uint64_t>(options_.timeout_us / 4, 1000, 100'000));

@@ -130,9 +130,9 @@ class IoManager {
   void DriveChannelsExternally(bool external);
   const IoOptions& options() const { return options_; }
   IoCounters& counters() { return counters_; }
-  // Counts a block read by a faulting thread itself (signal mode), so the read figures
-  // cover every read from the files.
-  void NoteInlineRead(size_t bytes);
+  // Counts a read of `blocks` blocks (`bytes` bytes) made by a faulting thread itself
+  // (signal mode), so the read figures cover every read from the files.
+  void NoteInlineRead(uint32_t blocks, size_t bytes);
   // Such a read while it runs, for InFlightNow: Begin returns a token for End (-1 when every
   // tracker is taken; that read is then not reported). Lock-free and async-signal-safe (the
   // signal mode reads inside its SIGBUS handler).

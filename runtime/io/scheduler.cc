@@ -64,7 +64,7 @@ void IoScheduler::Push(IoQueue* q, uint64_t block, uint32_t cb, uint64_t now_us)
     if (q->key_ < vtime_) q->key_ = vtime_;
     HeapPush(q);
   }
-  work_cv_.Signal();
+  if (fresh_waiters_ > 0) work_cv_.Signal();
 }
 
 bool IoScheduler::IsQueued(IoQueue* q, uint64_t block, uint32_t cb) const {
@@ -181,7 +181,10 @@ void IoScheduler::WaitForWork(const std::atomic<bool>* stop, Taker who,
     const uint64_t due = earliest_due_.load(std::memory_order_relaxed);
     // Timed: also covers a stop flag set without NotifyAll, and the next requeued run.
     const uint64_t wait_us = due > now ? std::min<uint64_t>(due - now, 100000) : 1000;
+    const bool fresh = who == Taker::kSync;
+    if (fresh) ++fresh_waiters_;
     work_cv_.WaitWithTimeout(&mu_, absl::Microseconds(static_cast<int64_t>(wait_us)));
+    if (fresh) --fresh_waiters_;
   }
 }
 

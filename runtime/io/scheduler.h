@@ -143,6 +143,10 @@ class IoScheduler {
   uint64_t vtime_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> backlog_{0};
   absl::CondVar work_cv_;
+  // Threads waiting in WaitForWork that take fresh work (Taker::kSync). Push wakes one only
+  // when there is one: beside io_uring channels the waiters are helpers, which take only
+  // requeued runs, and a wake per queued block would only make them run and sleep again.
+  int fresh_waiters_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace umap::runtime::io

@@ -126,28 +126,34 @@ void* Shim::Mremap(void* old_addr, size_t old_len, size_t new_len, int flags, vo
              "mremap with MREMAP_MAYMOVE moves it");
     return FailPtr(ENOMEM);
   }
-  // Move: write the old mapping back first, so that the new one reads what it holds; then
-  // map anew and drop the old one.
+  // Move: write the old mapping back and drop it (uunmap), then map anew: the new mapping
+  // reads what the old one held and takes its write locks, which two live mappings of one
+  // range could not both hold (docs/consistency.md). If the new mapping cannot be made, the
+  // old one is made again where it was (its bytes are in the file): a failed mremap leaves
+  // the mapping as it found it.
   if (!registry_.Claim(hits[0].index, m)) return FailPtr(EINVAL);
   const size_t delta = m.user - m.base;
   umap_runtime* rt = Runtime();
-  void* p = MAP_FAILED;
-  if (rt != nullptr && umsync(reinterpret_cast<void*>(m.base), m.map_len, MS_SYNC) == 0) {
-    p = umap_ex(rt, nullptr, new_len + delta, m.prot, MAP_SHARED, m.fd,
-                static_cast<off_t>(m.map_offset));
-  }
-  if (p == MAP_FAILED) {
-    const int err = errno;
+  if (rt == nullptr || uunmap(reinterpret_cast<void*>(m.base), m.map_len) != 0) {
+    const int err = rt == nullptr ? ENOMEM : errno;
     registry_.Release(hits[0].index);
     return FailPtr(err);
   }
-  if (uunmap(reinterpret_cast<void*>(m.base), m.map_len) != 0) {
+  void* p = umap_ex(rt, nullptr, new_len + delta, m.prot, MAP_SHARED, m.fd,
+                    static_cast<off_t>(m.map_offset));
+  if (p == MAP_FAILED) {
     const int err = errno;
-    if (uunmap(p, new_len + delta) != 0) {
-      UMAP_LOG(kError,
-               "libumap_preload: mremap could not drop its new mapping: ", std::strerror(errno));
+    void* back = umap_ex(rt, reinterpret_cast<void*>(m.base), m.map_len, m.prot,
+                         MAP_SHARED | MAP_FIXED_NOREPLACE, m.fd, static_cast<off_t>(m.map_offset));
+    if (back == reinterpret_cast<void*>(m.base)) {
+      registry_.Release(hits[0].index);
+    } else {
+      // The old range is gone; what it held is in the file.
+      UMAP_LOG(kError, "libumap_preload: mremap failed (", std::strerror(err),
+               ") and its mapping of descriptor ", m.fd, " could not be made again where it was (",
+               std::strerror(errno), "); its bytes are in the file");
+      registry_.Remove(hits[0].index);
     }
-    registry_.Release(hits[0].index);
     return FailPtr(err);
   }
   ShimMapping moved = m;

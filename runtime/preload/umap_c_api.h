@@ -26,6 +26,8 @@ int uunmap(void* addr, size_t length);
 int umsync(void* addr, size_t length, int flags);
 int umap_get_stats(umap_runtime* runtime, umap_stats* out);
 int umap_handle_signal(int sig, void* info /* siginfo_t* */, void* ucontext);
+int umap_quiesce(void);
+int umap_resume(void);
 
 }  // extern "C"
 }  // namespace umap::c_api

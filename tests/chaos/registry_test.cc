@@ -63,11 +63,13 @@ TEST(FaultRegistryTest, ListsTheBuiltinClassesInTheDefaultOrderThenTheRestByName
     names.push_back(info->name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"kill", "reboot", "timeout", "enospc", "eio", "torn",
-                                             "undisturbed"}));
+                                             "node-loss", "undisturbed"}));
   ASSERT_NE(FaultRegistry::Find("undisturbed"), nullptr);
   EXPECT_EQ(FaultRegistry::Find("undisturbed")->weight, 1);
   EXPECT_EQ(FaultRegistry::Find("kill")->weight, 3);
-  EXPECT_EQ(FaultRegistry::Find("node-loss"), nullptr);
+  ASSERT_NE(FaultRegistry::Find("node-loss"), nullptr);
+  EXPECT_FALSE(FaultRegistry::Find("node-loss")->replayable);
+  EXPECT_EQ(FaultRegistry::Find("no-such-class"), nullptr);
 }
 
 TEST(FaultRegistryTest, ARegisteredClassRunsThroughTheEpochLoop) {

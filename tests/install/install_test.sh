@@ -47,7 +47,7 @@ expect_files=(
   "${libdir#$prefix/}/cmake/umap/umapTargets.cmake"
   "${libdir#$prefix/}/cmake/umap/umapStaticTargets.cmake"
   "${libdir#$prefix/}/libumap_preload.so"
-  bin/umap-recover bin/umap-stat bin/umap-bench share/man/man1/umap-recover.1
+  bin/umap-recover bin/umap-stat bin/umap-ctl bin/umap-bench share/man/man1/umap-recover.1
   share/man/man1/umap-stat.1 share/man/man3/umap.3)
 for f in "${expect_files[@]}"; do
   [ -e "$prefix/$f" ] || [ -L "$prefix/$f" ] || fail "not installed: $f"
@@ -67,8 +67,8 @@ pass "installed files: ${#expect_files[@]} expected, headers of include/umap/ on
 soname=$(readelf -d "$libdir/libumap.so.$version" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [ "$soname" = "libumap.so.$soversion" ] && pass "SONAME $soname" ||
   fail "SONAME is '$soname', expected libumap.so.$soversion"
-declared=$(grep -oE '^[a-z_][a-z_ *]*[ *](umap[a-z_]*|uunmap|umsync)\(' "$prefix/include/umap/umap.h" |
-  sed -E 's/.*[ *]([a-z_]+)\($/\1/' | sort -u | tr '\n' ' ')
+declared=$(grep -oE '^[a-z_][a-z_ *]*[ *](umap[a-z0-9_]*|uunmap|umsync)\(' "$prefix/include/umap/umap.h" |
+  sed -E 's/.*[ *]([a-z0-9_]+)\($/\1/' | sort -u | tr '\n' ' ')
 exported=$(nm -D --defined-only "$libdir/libumap.so.$version" | awk '$2 ~ /^[TWDBR]$/ {print $3}' |
   sed 's/@.*//' | grep -v '^UMAP_' | sort -u | tr '\n' ' ')
 [ -n "$declared" ] && [ "$declared" = "$exported" ] &&
@@ -171,7 +171,8 @@ if [ -n "$lib_deb" ] && [ -n "$dev_deb" ] && [ -n "$tools_deb" ]; then
     /usr/include/umap/umap.hpp "/usr/lib.*/libumap\.so" "/usr/lib.*/libumap\.a" \
     "/usr/lib.*/pkgconfig/umap\.pc" "/usr/lib.*/cmake/umap/umapConfig\.cmake" \
     "/usr/share/man/man3/umap\.3(\.gz)?"
-  expect_in "$tools_deb" /usr/bin/umap-recover /usr/bin/umap-stat /usr/bin/umap-bench \
+  expect_in "$tools_deb" /usr/bin/umap-recover /usr/bin/umap-stat /usr/bin/umap-ctl \
+    /usr/bin/umap-bench \
     "/usr/share/man/man1/umap-recover\.1(\.gz)?" "/usr/share/man/man1/umap-stat\.1(\.gz)?"
   if contents "$lib_deb" | grep -qE '\.(h|hpp|a)$|/bin/'; then
     fail "$(basename "$lib_deb") holds development files or tools"

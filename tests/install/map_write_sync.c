@@ -1,4 +1,4 @@
-/* map_write_sync FILE JOURNAL_DIR: the smallest complete use of the C API, in C99 with
+/* map_write_sync FILE JOURNAL_DIR|-: the smallest complete use of the C API, in C99 with
  * nothing but libc and <umap/umap.h>. Creates FILE (64 blocks of 4 KiB, each byte
  * (block + offset) % 251), maps it writable through a runtime journaling to JOURNAL_DIR,
  * writes a new pattern into every block through the pointer, umsyncs, reads the pattern back
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   int fd;
 
   if (argc != 3) {
-    fprintf(stderr, "usage: %s FILE JOURNAL_DIR\n", argv[0]);
+    fprintf(stderr, "usage: %s FILE JOURNAL_DIR|-\n", argv[0]);
     return 2;
   }
   buf = malloc(size);
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   if (umap_config_init(&config) != 0) return Fail("umap_config_init");
   config.cache_bytes = 16 * kBlockSize; /* a quarter of the file: evictions happen */
   config.block_size = kBlockSize;
-  config.journal_dir = argv[2];
+  config.journal_dir = strcmp(argv[2], "-") == 0 ? NULL : argv[2]; /* -: automatic */
   runtime = umap_runtime_create(&config);
   if (runtime == NULL) return Fail("umap_runtime_create");
   p = umap_ex(runtime, NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -4,15 +4,12 @@
 //    transactions) plus a replay of PendingTransactions in LSN order equals the model's file
 //    (every committed transaction applied in LSN order); every pending transaction is one the
 //    model committed, so a staged block never shows up as committed.
-//  - JournalRecovery: cutting or damaging the WAL at any offset recovers a prefix of the
-//    committed transactions, each one whole.
+// Damage to the journal's files: journal_damage_test.cc.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/state.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <ostream>
 #include <random>
@@ -256,73 +253,6 @@ RC_GTEST_PROP(JournalModel, ReplayOfPendingTransactionsGivesTheCommittedState, (
   rc::state::check(model, sut,
                    rc::state::gen::execOneOfWithArgs<StageCmd, StageCmd, CommitCmd, CommitCmd,
                                                      CommitCmd, ApplyCmd, ApplyCmd, ReopenCmd>());
-}
-
-// ---- WAL damage --------------------------------------------------------------------------
-
-std::string OnlyWal(const std::string& dir) {
-  std::string wal;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    RC_ASSERT(e.path().extension() != ".sst");  // everything must still be in the WAL
-    if (e.path().extension() == ".log") {
-      RC_ASSERT(wal.empty());
-      wal = e.path().string();
-    }
-  }
-  RC_ASSERT(!wal.empty());
-  return wal;
-}
-
-// Commits 1..12 transactions, closes, then cuts the WAL at a random offset or overwrites one
-// byte, and reopens: the pending transactions are the first k committed ones, each whole.
-RC_GTEST_PROP(JournalRecovery, DamagedWalRecoversAPrefixOfCommittedTransactions, (bool cut)) {
-  std::vector<Transaction> committed;
-  JournalFixture fx;
-  fx.fs_->SkipSyncs(true);  // the damage is done after a clean close
-  fx.OpenJournal();
-  RC_ASSERT(fx.journal_ != nullptr);
-  absl::StatusOr<uint64_t> m = fx.journal_->RegisterMapping(FileIdentity{"/f", 1, 2, 3},
-                                                            kBlockSize, Policy::kAtomic,
-                                                            Contents::kData);
-  RC_ASSERT(m.ok());
-  // rapidcheck scales inRange by the test's size; resize(100) makes these uniform.
-  const int n = *rc::gen::resize(100, rc::gen::inRange(1, 13));
-  for (int i = 0; i < n; ++i) {
-    const std::map<uint64_t, std::string> images = SomeBlockImages(/*non_empty=*/true);
-    std::vector<BlockWrite> writes;
-    for (const auto& [b, image] : images) writes.push_back({b, image});
-    absl::StatusOr<Transaction> t = fx.journal_->Commit(*m, writes, 0, 0);
-    RC_ASSERT(t.ok());
-    Transaction got = *std::move(t);
-    committed.push_back(std::move(got));
-  }
-  fx.journal_.reset();
-
-  const std::string wal = OnlyWal(fx.Options().dir);
-  const uint64_t size = std::filesystem::file_size(wal);
-  const uint64_t offset =
-      *rc::gen::resize(100, rc::gen::inRange<uint64_t>(0, size + (cut ? 1 : 0)));
-  if (cut) {
-    std::filesystem::resize_file(wal, offset);
-  } else {
-    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(offset));
-    char c = 0;
-    f.get(c);
-    f.seekp(static_cast<std::streamoff>(offset));
-    f.put(static_cast<char>(c ^ *rc::gen::inRange(1, 256)));
-  }
-  RC_TAG(cut ? "cut" : "byte");
-
-  absl::StatusOr<std::unique_ptr<Journal>> j = Journal::Open(fx.Options());
-  RC_ASSERT(j.ok());
-  absl::StatusOr<std::vector<Transaction>> pending = (*j)->PendingTransactions();
-  RC_ASSERT(pending.ok());
-  RC_ASSERT(pending->size() <= committed.size());
-  for (size_t i = 0; i < pending->size(); ++i) RC_ASSERT((*pending)[i] == committed[i]);
-  RC_CLASSIFY(pending->size() == committed.size(), "all kept");
-  RC_CLASSIFY(pending->empty(), "none kept");
 }
 
 }  // namespace

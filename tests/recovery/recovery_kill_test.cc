@@ -161,7 +161,7 @@ TEST_F(RecoveryKillTest, JournalOfALiveOwnerIsRefusedNamingItsPid) {
   const std::string before = ReadFile(file_);
   ProcResult r = Recover();
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("in use by process " + std::to_string(pid)));
+  EXPECT_THAT(r.out, HasSubstr("in use by pid " + std::to_string(pid)));
   EXPECT_EQ(ReadFile(file_), before);
   ::kill(pid, SIGKILL);
   ProcResult w = Wait(pid, out, err);

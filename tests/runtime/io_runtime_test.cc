@@ -82,6 +82,98 @@ TEST(IoRuntimeTest, ASequentialScanIsReadInMergedReadsAheadOfTheReader) {
   ::close(fd);
 }
 
+// Signal mode: a stream's second miss is read with its first read-ahead window in one read
+// by the faulting thread (no round trip through the channels); the window's blocks are then
+// resident, and the next miss past them continues the stream through the channels.
+TEST(IoRuntimeTest, AStreamStartIsReadWithItsFirstWindowByTheFaultingThread) {
+  TempDir dir;
+  constexpr size_t kSize = 256 * kBlock;
+  int fd = MakePatternFile(dir.File("f"), kSize, O_RDWR);
+  ASSERT_GE(fd, 0);
+  RuntimeOptions o;
+  o.cache_bytes = 512 * kBlock;
+  o.prefetch_bytes = 64 * kBlock;
+  o.fault_mode = UMAP_FAULT_SIGNAL;
+  o.journal_mode = UMAP_JOURNAL_OFF;
+  auto rt = MakeRuntime(o);
+  ASSERT_NE(rt, nullptr);
+  auto p = rt->Map(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  char* base = static_cast<char*>(*p);
+  ASSERT_EQ(base[100 * kBlock], PatternByte(100 * kBlock));  // a random miss: one block
+  umap_stats s = rt->Stats();
+  EXPECT_EQ(s.faults_missing, 1u);
+  EXPECT_EQ(s.io_inline_reads, 1u);
+  EXPECT_EQ(s.blocks_read, 1u);
+  base[101 * kBlock + 7] = 'w';  // the stream's start, a write: 101 and 102..109 in one read
+  s = rt->Stats();
+  EXPECT_EQ(s.faults_missing, 2u);
+  EXPECT_EQ(s.io_inline_reads, 2u);
+  EXPECT_EQ(s.io_reads, 2u);
+  EXPECT_EQ(s.blocks_read, 10u);
+  EXPECT_EQ(s.prefetched_blocks, 8u);
+  EXPECT_EQ(s.faults_wp, 0u) << "the faulting block is installed writable";
+  for (size_t b = 102; b < 110; ++b) {
+    for (size_t off = b * kBlock; off < (b + 1) * kBlock; off += 256) {
+      ASSERT_EQ(base[off], PatternByte(off)) << "offset " << off;
+    }
+  }
+  EXPECT_EQ(rt->Stats().faults_missing, 2u) << "the window was resident";
+  EXPECT_EQ(base[101 * kBlock + 7], 'w');
+  EXPECT_EQ(base[101 * kBlock + 8], PatternByte(101 * kBlock + 8));
+  base[103 * kBlock] = 'x';  // read-ahead blocks are clean: the first write faults
+  EXPECT_EQ(rt->Stats().faults_wp, 1u);
+  // Past the window the stream goes on through the channels, with read-ahead.
+  ASSERT_EQ(base[110 * kBlock], PatternByte(110 * kBlock));
+  for (int i = 0; i < 500 && rt->Stats().prefetched_blocks <= 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(rt->Stats().prefetched_blocks, 8u);
+  ASSERT_TRUE(rt->Sync(base, kSize).ok());
+  char got[2];
+  ASSERT_EQ(::pread(fd, got, 1, 101 * kBlock + 7), 1);
+  ASSERT_EQ(::pread(fd, got + 1, 1, 103 * kBlock), 1);
+  EXPECT_EQ(got[0], 'w');
+  EXPECT_EQ(got[1], 'x');
+  ASSERT_TRUE(rt->Unmap(*p, kSize).ok());
+  ::close(fd);
+}
+
+// The run stops at end of file: the last block's bytes past it read as zeros, the pages
+// wholly past it raise SIGBUS, as with mmap.
+TEST(IoRuntimeTest, AnInlineRunEndsAtEndOfFile) {
+  TempDir dir;
+  constexpr size_t kSize = 12 * kBlock + 100;
+  int fd = MakePatternFile(dir.File("f"), kSize, O_RDONLY);
+  ASSERT_GE(fd, 0);
+  RuntimeOptions o;
+  o.cache_bytes = 512 * kBlock;
+  o.block_size = 2 * kBlock;  // the last block: 100 bytes in its first page, none in its second
+  o.prefetch_bytes = 64 * kBlock;
+  o.fault_mode = UMAP_FAULT_SIGNAL;
+  auto rt = MakeRuntime(o);
+  ASSERT_NE(rt, nullptr);
+  auto p = rt->Map(nullptr, kSize, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const char* base = static_cast<const char*>(*p);
+  ASSERT_EQ(base[0], PatternByte(0));
+  ASSERT_EQ(base[2 * kBlock], PatternByte(2 * kBlock));  // blocks 1..6 (the end) in one read
+  umap_stats s = rt->Stats();
+  EXPECT_EQ(s.io_reads, 2u);
+  EXPECT_EQ(s.blocks_read, 7u);
+  EXPECT_EQ(s.faults_missing, 2u);
+  for (size_t off = 2 * kBlock; off < kSize; off += 64) {
+    ASSERT_EQ(base[off], PatternByte(off)) << "offset " << off;
+  }
+  EXPECT_EQ(base[kSize - 1], PatternByte(kSize - 1));
+  EXPECT_EQ(base[kSize], 0);
+  EXPECT_EQ(base[13 * kBlock - 1], 0);
+  EXPECT_EQ(ProbeRead(base + 13 * kBlock), SIGBUS);
+  EXPECT_EQ(rt->Stats().faults_missing, 2u);
+  ASSERT_TRUE(rt->Unmap(*p, kSize).ok());
+  ::close(fd);
+}
+
 TEST(IoRuntimeTest, PerMappingFiguresCountEachFilesBytes) {
   TempDir dir;
   int a = MakePatternFile(dir.File("a"), 64 * kBlock, O_RDONLY);

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -63,6 +64,57 @@ TEST(RemapRecovery, CommittedButUnappliedUmsyncIsReplayedWhenTheFileIsMappedAgai
   ::close(fd);
   EXPECT_EQ(umap_runtime_destroy(rt), 0);
   EXPECT_EQ(ReadAll(file), round1);
+}
+
+// The journal of a killed run with one byte flipped in the middle of its WAL: the runtime
+// refuses to map the file over it (EIO, the damage logged) and writes nothing, so that
+// umap-recover can still see what was lost.
+TEST(RemapRecovery, AFileIsNotMappedOverADamagedJournal) {
+  const uint64_t kBlocks = 256;
+  TempDir dir;
+  const std::string file = dir.File("data"), journal = dir.File("journal");
+  std::vector<char> initial(kBlocks * 4096, 'i');
+  std::ofstream(file, std::ios::binary).write(initial.data(), static_cast<std::streamsize>(initial.size()));
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::setenv("UMAP_CRASH_AT", "journal.after_commit:6", 1);
+    ::execl(UMAP_KILL_WORKER, UMAP_KILL_WORKER, file.c_str(), journal.c_str(),
+            dir.File("oracle").c_str(), "atomic", "7", "256", "100", "1048576",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  std::string wal;
+  for (const auto& e : std::filesystem::directory_iterator(journal)) {
+    if (e.path().extension() == ".log" && std::filesystem::file_size(e.path()) > 0) {
+      wal = e.path().string();
+    }
+  }
+  ASSERT_FALSE(wal.empty());
+  std::vector<char> bytes = ReadAll(wal);
+  bytes[bytes.size() / 3] ^= 0x01;
+  std::ofstream(wal, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const std::vector<char> file_before = ReadAll(file);
+
+  umap_config c;
+  ASSERT_EQ(umap_config_init(&c), 0);
+  c.cache_bytes = 1 << 20;
+  c.journal_dir = journal.c_str();
+  umap_runtime* rt = umap_runtime_create(&c);
+  ASSERT_NE(rt, nullptr);
+  int fd = ::open(file.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  errno = 0;
+  void* p = umap_ex(rt, nullptr, kBlocks * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  EXPECT_EQ(p, MAP_FAILED);
+  EXPECT_EQ(errno, EIO);
+  ::close(fd);
+  EXPECT_EQ(umap_runtime_destroy(rt), 0);
+  EXPECT_EQ(ReadAll(file), file_before);
+  EXPECT_EQ(ReadAll(wal), bytes) << "the damaged WAL is left as found";
 }
 
 }  // namespace

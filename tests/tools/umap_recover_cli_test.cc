@@ -77,7 +77,8 @@ TEST_F(UmapRecoverCliTest, HelpDescribesEveryOptionSubcommandAndExitCode) {
   EXPECT_EQ(r.exit_code, 0);
   for (const char* s : {"--journal", "--dry-run", "--json", "--force-path", "--accept-size",
                         "--only", "--verify-after", "--checkpoint-mib", "--progress",
-                        "--missing-ok", "--quiet", "--version", "replay", "verify", "status",
+                        "--missing-ok", "--quiet", "--salvage", "--version", "replay", "verify",
+                        "status",
                         "Exit codes:", "\n  0  ", "\n  1  ", "\n  2  ", "\n  3  ",
                         "umap-recover.1.md"}) {
     EXPECT_THAT(r.out, HasSubstr(s));
@@ -237,6 +238,94 @@ TEST_F(UmapRecoverCliTest, TruncatedWalTailReplaysTheCommittedPrefix) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("replayed 3 transactions (LSN 1..3)"));
   ExpectFileIs(StateAfter(3));
+}
+
+// The journal's WAL file with records (Backlog leaves exactly one).
+std::string WalOf(const std::string& journal) {
+  std::string wal;
+  for (const auto& e : std::filesystem::directory_iterator(journal)) {
+    if (e.path().extension() == ".log" && std::filesystem::file_size(e.path()) > 0) {
+      wal = e.path().string();
+    }
+  }
+  return wal;
+}
+
+void FlipByte(const std::string& path, uint64_t offset) {
+  std::string bytes = ReadFile(path);
+  bytes[offset] = static_cast<char>(bytes[offset] ^ 0x10);
+  ASSERT_TRUE(WriteFile(path, bytes));
+}
+
+// One byte flipped a third into the WAL of 20 acknowledged commits: RocksDB's point-in-time
+// recovery alone would keep the first few and drop the rest without an error. Every command
+// refuses, names the damage and the LSNs after it, and writes nothing (file and journal).
+TEST_F(UmapRecoverCliTest, DamagedWalIsRefusedByEveryCommandAndNothingIsWritten) {
+  Backlog(20);
+  const std::string wal = WalOf(journal_);
+  ASSERT_FALSE(wal.empty());
+  FlipByte(wal, std::filesystem::file_size(wal) / 3);
+  const std::string wal_before = ReadFile(wal), file_before = ReadFile(file_);
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"status"}, {"verify"},
+                                       {"--dry-run"}, {"replay"}, {"--json", "status"}}) {
+    ProcResult r = Recover(cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd.back() << ": " << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("DATA_LOSS"));
+    EXPECT_THAT(r.out, HasSubstr("is damaged: " + std::filesystem::path(wal).filename().string() +
+                                 " bytes "));
+    EXPECT_THAT(r.out, HasSubstr("intact records follow them"));
+    EXPECT_THAT(r.out, HasSubstr("..20)"));  // the LSNs after the damage, up to the last
+    EXPECT_THAT(r.out, HasSubstr("acknowledged commits may be lost"));
+    EXPECT_THAT(r.out, HasSubstr("--salvage"));
+    EXPECT_EQ(ReadFile(wal), wal_before) << cmd.back();
+    EXPECT_EQ(ReadFile(file_), file_before) << cmd.back();
+  }
+}
+
+// --salvage keeps what can be read: the commits before the damage and those after the
+// damaged 32 KiB block of the WAL. A preview (status) writes nothing; replay applies them,
+// says what was damaged and exits 1; the journal is whole afterwards.
+TEST_F(UmapRecoverCliTest, SalvageReplaysTheReadableCommitsAndSaysWhatWasDamaged) {
+  Backlog(20);
+  const std::string wal = WalOf(journal_);
+  FlipByte(wal, std::filesystem::file_size(wal) / 3);
+  const std::string wal_before = ReadFile(wal), file_before = ReadFile(file_);
+  ProcResult preview = Recover({"--salvage", "status"});
+  EXPECT_EQ(preview.exit_code, 1) << preview.out << preview.err;
+  EXPECT_THAT(preview.out, HasSubstr("salvaged: journal " + journal_ + " is damaged"));
+  EXPECT_THAT(preview.out, HasSubstr("journal damaged: a salvage keeps what is listed above"));
+  EXPECT_EQ(ReadFile(wal), wal_before);
+  EXPECT_EQ(ReadFile(file_), file_before);
+
+  ProcResult r = Recover({"--salvage", "replay"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("salvaged: journal " + journal_ + " is damaged"));
+  EXPECT_THAT(r.out, HasSubstr("replayed, but data was discarded"));
+  // Round 20 is in the last WAL block, far from the damage: its blocks hold version 20.
+  const std::string after = ReadFile(file_);
+  for (uint64_t b : recoverytest::RoundBlocks(20)) {
+    EXPECT_EQ(after.substr(b * 4096, 4096), recoverytest::Image(20, b)) << "block " << b;
+  }
+  ProcResult again = Recover();
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(ReadFile(file_), after);
+}
+
+// A damaged table file (the backlog moved into it by an open) is RocksDB's own refusal.
+TEST_F(UmapRecoverCliTest, DamagedTableFileIsRefused) {
+  Backlog(4);
+  ASSERT_EQ(Recover({"--dry-run"}).exit_code, 0);  // the open moves the log into a table
+  std::string sst;
+  for (const auto& e : std::filesystem::directory_iterator(journal_)) {
+    if (e.path().extension() == ".sst") sst = e.path().string();
+  }
+  ASSERT_FALSE(sst.empty());
+  FlipByte(sst, 100);  // inside the first data block
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(r.out, HasSubstr("checksum mismatch"));
+  ExpectFileIs({});
 }
 
 TEST_F(UmapRecoverCliTest, OnlySelectsOneFile) {

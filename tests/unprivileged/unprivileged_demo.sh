@@ -9,7 +9,7 @@ capability=$(dirname "$0")/../../faultinject/probe-capability
 "$capability" root || exit 77
 command -v setpriv >/dev/null || { echo "umap-skip: missing command:setpriv: util-linux's setpriv"; exit 77; }
 work=$(mktemp -d /tmp/umap-unpriv-demo-XXXXXX)
-chmod 0777 "$work"
+chmod 1777 "$work"  # sticky: no user may rename or replace what another created in it
 parent=""
 cleanup() {
   if [[ -n "$parent" ]]; then

@@ -13,7 +13,7 @@ capability=$(dirname "$0")/../../faultinject/probe-capability
 command -v setpriv >/dev/null || { echo "umap-skip: missing command:setpriv: util-linux's setpriv"; exit 77; }
 
 work=$(mktemp -d /tmp/umap-unpriv-XXXXXX)
-chmod 0777 "$work"
+chmod 1777 "$work"  # sticky: no user may rename or replace what another created in it
 trap 'rm -rf "$work"' EXIT
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env TMPDIR="$work" HOME="$work" "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }

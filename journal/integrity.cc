@@ -1,0 +1,215 @@
+#include "journal/integrity.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "base/coding.h"
+#include "base/posix_error.h"
+#include "journal/format.h"
+#include "journal/rocksdb_status.h"
+#include "journal/wal_damage.h"
+#include "rocksdb/db.h"
+#include "rocksdb/file_system.h"
+#include "rocksdb/iterator.h"
+#include "rocksdb/metadata.h"
+#include "rocksdb/options.h"
+#include "rocksdb/snapshot.h"
+#include "rocksdb/sst_file_reader.h"
+#include "rocksdb/wal_filter.h"
+#include "rocksdb/write_batch.h"
+
+namespace umap::journal {
+namespace {
+
+// What RocksDB would recover, seen by a read-only open whose WalFilter records every WAL
+// record it is handed and replays none of them (so the open builds no memtable and the
+// database's last sequence number stays the one its MANIFEST records).
+struct Census {
+  uint64_t first_live_wal = 0;   // WAL files numbered below are obsolete
+  uint64_t manifest_sequence = 0;
+  struct Batch {
+    uint64_t wal = 0;
+    uint64_t sequence = 0;
+    uint64_t count = 0;
+  };
+  std::vector<Batch> batches;   // in replay order
+  std::set<std::string> live_tables;  // names of the table files the MANIFEST names
+};
+
+class CensusFilter : public rocksdb::WalFilter {
+ public:
+  explicit CensusFilter(Census* census) : census_(census) {}
+  // RocksDB skips the WAL files numbered below the smallest log number of its column
+  // families (db_impl_open.cc, RecoverLogFiles, without two-phase commit).
+  void ColumnFamilyLogNumberMap(const std::map<uint32_t, uint64_t>& cf_lognumber_map,
+                                const std::map<std::string, uint32_t>&) override {
+    bool first = true;
+    for (const auto& [cf, number] : cf_lognumber_map) {
+      census_->first_live_wal = first ? number : std::min(census_->first_live_wal, number);
+      first = false;
+    }
+  }
+  WalProcessingOption LogRecordFound(unsigned long long log_number, const std::string&,
+                                     const rocksdb::WriteBatch& batch, rocksdb::WriteBatch*,
+                                     bool*) override {
+    // A WriteBatch starts with its sequence number, a fixed64 (RocksDB's write_batch.cc).
+    std::string_view rep(batch.Data());
+    uint64_t sequence = 0;
+    if (GetFixed64(&rep, &sequence)) {
+      census_->batches.push_back({log_number, sequence, batch.Count()});
+    }
+    return WalProcessingOption::kIgnoreCurrentRecord;
+  }
+  const char* Name() const override { return "umap-journal-census"; }
+
+ private:
+  Census* census_;
+};
+
+absl::StatusOr<Census> TakeCensus(const rocksdb::Options& options, const std::string& dir) {
+  Census census;
+  CensusFilter filter(&census);
+  rocksdb::Options o = options;
+  o.wal_filter = &filter;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(o, dir, &db);
+  if (!s.ok()) return FromRocksDb(s, absl::StrCat("open (read-only) journal ", dir));
+  std::unique_ptr<rocksdb::DB> owned(db);
+  census.manifest_sequence = db->GetLatestSequenceNumber();
+  std::vector<rocksdb::LiveFileMetaData> live;
+  db->GetLiveFilesMetaData(&live);
+  for (const rocksdb::LiveFileMetaData& f : live) census.live_tables.insert(f.relative_filename);
+  return census;
+}
+
+absl::Status Lost(const std::string& dir, absl::string_view what) {
+  return WithErrno(absl::DataLossError(absl::StrCat("journal ", dir, " is damaged: ", what,
+                                                    "; acknowledged commits may be lost")),
+                   EIO);
+}
+
+// The sequence numbers of the records RocksDB replays must continue from its MANIFEST's and
+// from each other (each record takes `count` numbers): a gap is writes in no file it reads.
+absl::Status CheckSequence(const std::string& dir, const Census& census, uint64_t* last) {
+  uint64_t next = census.manifest_sequence + 1;
+  for (const Census::Batch& b : census.batches) {
+    if (b.sequence > next) {
+      return Lost(dir, absl::StrCat("the writes numbered ", next, "..", b.sequence - 1,
+                                    " are in no file RocksDB reads (its MANIFEST ends at ",
+                                    census.manifest_sequence, ", WAL ", b.wal,
+                                    " continues at ", b.sequence,
+                                    "): a WAL file is missing or the MANIFEST lost an edit"));
+    }
+    next = std::max(next, b.sequence + b.count);
+  }
+  *last = next - 1;
+  return absl::OkStatus();
+}
+
+// A snapshot at a chosen sequence number, for reading a table file as of that number.
+class SequenceSnapshot : public rocksdb::Snapshot {
+ public:
+  explicit SequenceSnapshot(rocksdb::SequenceNumber s) : s_(s) {}
+  ~SequenceSnapshot() override = default;
+  rocksdb::SequenceNumber GetSequenceNumber() const override { return s_; }
+  int64_t GetUnixTime() const override { return 0; }
+  uint64_t GetTimestamp() const override { return 0; }
+
+ private:
+  rocksdb::SequenceNumber s_;
+};
+
+// The LSNs of the transaction headers in a table file, as of `snapshot` (null: newest).
+absl::StatusOr<std::set<uint64_t>> TableCommits(rocksdb::SstFileReader& reader,
+                                                const rocksdb::Snapshot* snapshot) {
+  const std::string begin = TagBegin(RecordTag::kTxnHeader), end = TagEnd(RecordTag::kTxnHeader);
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(ro));
+  std::set<uint64_t> lsns;
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    std::string_view k(it->key().data(), it->key().size());
+    k.remove_prefix(1);
+    uint64_t lsn = 0;
+    if (GetBigEndian64(&k, &lsn)) lsns.insert(lsn);
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "read table file");
+  return lsns;
+}
+
+// A complete table file that the MANIFEST does not name is normal after a crash during a
+// flush or a compaction (its edit never reached the MANIFEST; its contents are still in the
+// WAL or in the compaction's inputs, so nothing in it is newer than what RocksDB recovers).
+// One that holds commits newer than every write RocksDB recovers is a flush whose MANIFEST
+// edit was lost after its WAL was deleted.
+absl::Status CheckUnnamedTables(const rocksdb::Options& options, const std::string& dir,
+                                const std::vector<std::string>& children, const Census& census,
+                                uint64_t last_sequence) {
+  for (const std::string& name : children) {
+    if (!absl::EndsWith(name, ".sst") || census.live_tables.contains(name)) continue;
+    rocksdb::SstFileReader reader(options);
+    if (!reader.Open(absl::StrCat(dir, "/", name)).ok()) continue;  // incomplete: never named
+    SequenceSnapshot recovered(last_sequence);
+    absl::StatusOr<std::set<uint64_t>> newest = TableCommits(reader, nullptr);
+    absl::StatusOr<std::set<uint64_t>> old = TableCommits(reader, &recovered);
+    if (!newest.ok() || !old.ok()) continue;  // unreadable: RocksDB never relied on it
+    std::vector<uint64_t> lost;
+    std::set_difference(newest->begin(), newest->end(), old->begin(), old->end(),
+                        std::back_inserter(lost));
+    if (!lost.empty()) {
+      return Lost(dir, absl::StrCat("table file ", name, " holds ", lost.size(),
+                                    lost.size() == 1 ? " commit" : " commits", " (LSN ", lost.front(), "..", lost.back(),
+                                    ") newer than anything RocksDB would recover, and its "
+                                    "MANIFEST does not name it (it lost an edit)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Options& options,
+                                   const std::string& dir) {
+  std::vector<std::string> children;
+  rocksdb::IOStatus io = fs.GetChildren(dir, rocksdb::IOOptions(), &children, nullptr);
+  if (io.IsNotFound() || io.IsPathNotFound()) return absl::OkStatus();  // a new journal
+  if (!io.ok()) return FromRocksDb(io, absl::StrCat("list journal ", dir));
+  const bool has_current = std::find(children.begin(), children.end(), "CURRENT") != children.end();
+  if (!has_current) {
+    // RocksDB creates a database's first MANIFEST, then CURRENT: a MANIFEST alone (and an
+    // empty log) is a creation that failed, before anything was written. A table file or a
+    // log with bytes is data that an open would lose (it starts an empty database).
+    for (const std::string& name : children) {
+      if (!absl::EndsWith(name, ".sst") && !absl::EndsWith(name, ".log")) continue;
+      uint64_t size = 0;
+      io = fs.GetFileSize(absl::StrCat(dir, "/", name), rocksdb::IOOptions(), &size, nullptr);
+      if (!io.ok() && !io.IsNotFound()) return FromRocksDb(io, absl::StrCat("stat ", name));
+      if (size > 0) {
+        return Lost(dir, absl::StrCat("its CURRENT file is missing while ", name,
+                                      " holds data (RocksDB would start an empty database)"));
+      }
+    }
+    return absl::OkStatus();  // a new journal, or one whose creation failed
+  }
+  absl::StatusOr<Census> census = TakeCensus(options, dir);
+  if (!census.ok()) return census.status();
+  absl::StatusOr<std::optional<WalDamage>> damage =
+      FindWalDamage(fs, dir, census->first_live_wal);
+  if (!damage.ok()) return damage.status();
+  if (damage->has_value()) return DamagedWalError(dir, **damage);
+  uint64_t last_sequence = 0;
+  if (absl::Status s = CheckSequence(dir, *census, &last_sequence); !s.ok()) return s;
+  return CheckUnnamedTables(options, dir, children, *census, last_sequence);
+}
+
+}  // namespace umap::journal
