@@ -1,6 +1,7 @@
 #include "runtime/cache_sizer.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "runtime/mapping.h"
 #include "runtime/runtime.h"
 #include "runtime/stats_segment.h"
+#include "runtime/uffd.h"
 
 namespace umap::runtime {
 namespace {
@@ -76,16 +78,43 @@ CacheSizer::~CacheSizer() {
 }
 
 void CacheSizer::Stop() {
-  if (!thread_.joinable()) return;
-  uint64_t one = 1;
-  if (::write(stop_fd_, &one, sizeof one) < 0) {
-    UMAP_LOG(kError, "cache sizer: eventfd write failed: errno ", errno);
+  if (thread_.joinable()) {
+    uint64_t one = 1;
+    if (::write(stop_fd_, &one, sizeof one) < 0) {
+      UMAP_LOG(kError, "cache sizer: eventfd write failed: errno ", errno);
+    }
+    thread_.join();
+    // Consumed, so that a later Start's thread does not stop at once.
+    uint64_t n;
+    while (::read(stop_fd_, &n, sizeof n) < 0 && errno == EINTR) {
+    }
   }
-  thread_.join();
+  if (disarmed_) return;
+  // The board is a shared file mapping named after this machine's cgroup, the trigger
+  // kernel state: neither belongs in a checkpoint. The next probe joins the board again.
+  board_.reset();
+  board_runtimes_.store(0, std::memory_order_relaxed);
+  probe_->Disarm();
+  pressure_fd_ = -1;
+  disarmed_ = true;
 }
 
 void CacheSizer::Start() {
+  if (thread_.joinable()) return;
+  if (disarmed_) {
+    probe_->Rearm();
+    pressure_fd_ = probe_->pressure_fd();
+    last_probe_us_ = 0;  // the first tick samples memory (the cgroup may be another now)
+    disarmed_ = false;
+  }
   thread_ = std::thread([this] { Loop(); });
+}
+
+void CacheSizer::DropParkBuffers() {
+  if (parks_.count() == 0 || parks_.in_use() != 0) return;
+  if (int err = DiscardPages(parks_.at(0), size_t{parks_.count()} * rt_->geometry().block_size)) {
+    UMAP_LOG(kWarn, "cache sizer: dropping the park buffers' pages failed: errno ", err);
+  }
 }
 
 uint32_t CacheSizer::step(uint32_t limit) const {
@@ -125,6 +154,7 @@ CacheSizer::Figures CacheSizer::figures() const {
 }
 
 void CacheSizer::Loop() {
+  ::pthread_setname_np(::pthread_self(), "umap-sizer");
   pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {pressure_fd_, POLLIN | POLLPRI, 0}};
   int timeout = static_cast<int>(o_.tick_ms);
   for (;;) {

@@ -80,10 +80,19 @@ class CacheSizer {
   ~CacheSizer();  // stops the thread
   CacheSizer(const CacheSizer&) = delete;
   CacheSizer& operator=(const CacheSizer&) = delete;
+  // Starts the thread ("umap-sizer") unless it runs; after a Stop, first arms the probe
+  // again (MemoryProbe::Rearm) and samples memory at once. Start and Stop alternate across
+  // a checkpoint (Runtime::Quiesce stops, StartMachinery starts).
   void Start();
-  // Stops the thread (nothing is parked or evicted by the sizer afterwards); the park
-  // buffers stay until destruction, for the mappings that still hold some.
+  // Stops the thread and waits for it (nothing is parked, expired or evicted by the sizer
+  // afterwards), leaves the cgroup board and disarms the probe's pressure trigger: nothing
+  // of the sizer is left in the kernel but plain memory and an idle eventfd. Idempotent.
+  // The park buffers stay, for the mappings that still hold some.
   void Stop();
+  // After every mapping gave its parked blocks back (Mapping::Evacuate): drops the pages
+  // of the park buffers, so that a checkpoint's image holds no copy of file data. Does
+  // nothing while a buffer is in use. REQUIRES: the thread stopped.
+  void DropParkBuffers();
 
   // Fault path: a re-miss (see above).
   void OnReMiss();
@@ -142,7 +151,8 @@ class CacheSizer {
   bool probe_error_logged_ = false;
 
   int stop_fd_ = -1;
-  int pressure_fd_ = -1;
+  int pressure_fd_ = -1;   // set before the thread starts; the thread's afterwards
+  bool disarmed_ = false;  // Stop disarmed the probe; Start arms it again
   std::thread thread_;
 };
 

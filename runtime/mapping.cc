@@ -1194,7 +1194,11 @@ int Mapping::Evacuate() {
   BlockPool& pool = rt_->pool();
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Lock(b);
-    if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+    if ((e.present() || e.parked()) && pool.Claim(e.cb())) pool.Release(e.cb());
+    // A parked block is clean (parking takes clean blocks only, and its next access
+    // installs it before any write): the file, or for a staged block the journal, holds
+    // its data, so its park buffer's copy is dropped like the pages of a present block.
+    if (e.parked()) rt_->sizer()->parks().Release(e.park_index());
     if (e.stashed()) {
       pool.Release(e.cb());
       stash_free_.Push(e.stash_index());

@@ -185,10 +185,11 @@ class Mapping final : public io::IoFileClient {
   // synced reaches the file), and marks it staged. On failure the blocks stay dirty.
   // REQUIRES: write_back()->keeps_evicted(); no fault being resolved (so no eviction).
   absl::Status StageDirty();
-  // Checkpoint, after the final write-back: returns every cache block to the pool, forgets
-  // every block's state except "staged" (the next fault reads the file, or the journal's
-  // staged image) and drops every page of the range. REQUIRES: nothing dirty or in a
-  // shadow, no fill queued (DetachIo), no fault being resolved. Returns 0, EBUSY when a
+  // Checkpoint, after the final write-back: returns every cache block to the pool (parked
+  // blocks' too, with their park buffers), forgets every block's state except "staged" (the
+  // next fault reads the file, or the journal's staged image) and drops every page of the
+  // range. REQUIRES: nothing dirty or in a shadow, no fill queued (DetachIo), no fault
+  // being resolved, the cache sizer's thread stopped. Returns 0, EBUSY when a
   // block still holds unwritten data (nothing dropped then), or the errno of the discard.
   int Evacuate();
 

@@ -5,7 +5,8 @@
 // probe of their own through RuntimeOptions::memory_probe to play limits and pressure.
 // Sample, pressure_fd and TakePressure are called from the cache sizer's thread only;
 // Describe and cgroup_id from any thread. pressure_fd() must stay valid while the probe
-// lives.
+// lives, or until Disarm. Disarm and Rearm run while no other thread uses the probe (the
+// sizer's thread and the stats publisher stopped: a quiesce, a resume).
 #ifndef UMAP_RUNTIME_MEMORY_PROBE_H_
 #define UMAP_RUNTIME_MEMORY_PROBE_H_
 
@@ -43,6 +44,13 @@ class MemoryProbe {
   // Names the limited memory cgroup (processes with the same id share its limit); "" when
   // no cgroup limit applies.
   virtual std::string cgroup_id() const = 0;
+  // A checkpoint (Runtime::Quiesce): closes the pressure trigger, which a restored process
+  // would find unarmed (a PSI trigger or a cgroup v1 event registration is kernel state that
+  // CRIU does not carry). pressure_fd() is -1 until Rearm.
+  virtual void Disarm() {}
+  // After a checkpoint: finds the memory cgroup again (a restored process may live in
+  // another) and arms the pressure trigger again if the probe had one.
+  virtual void Rearm() {}
 };
 
 }  // namespace umap::runtime

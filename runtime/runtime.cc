@@ -226,6 +226,8 @@ absl::Status Runtime::StartMachinery() {
 
 void Runtime::StopThreads() {
   stats_.reset();  // its thread reads everything below
+  // Before the write-back threads: the sizer's evictions may wait for them.
+  if (sizer_ != nullptr) sizer_->Stop();
   stop_.store(true);
   uint64_t one = 1;
   if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {

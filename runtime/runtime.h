@@ -230,8 +230,8 @@ class Runtime {
   // first call also sets the cache's first limit (StartSizing). On failure what was started
   // is stopped again.
   absl::Status StartMachinery();
-  // Stops the stats publisher, the handler threads (giving the I/O channels back to the
-  // manager's own threads) and the write-back threads. Idempotent.
+  // Stops the stats publisher, the cache sizer's thread, the handler threads (giving the I/O
+  // channels back to the manager's own threads) and the write-back threads. Idempotent.
   void StopThreads();
   // Closes the I/O manager (REQUIRES: every mapping's queue removed), the userfaultfd and
   // the runtime's other descriptors. Idempotent.

@@ -93,14 +93,32 @@ std::unique_ptr<SystemMemoryProbe> SystemMemoryProbe::Create(const std::string& 
                                                              bool pressure) {
   std::unique_ptr<SystemMemoryProbe> p(new SystemMemoryProbe());
   p->root_ = root;
+  p->pressure_ = pressure;
   p->Discover();
   if (pressure) p->SetUpPressure();
   return p;
 }
 
-SystemMemoryProbe::~SystemMemoryProbe() {
+SystemMemoryProbe::~SystemMemoryProbe() { ClosePressure(); }
+
+void SystemMemoryProbe::ClosePressure() {
   if (pressure_fd_ >= 0) ::close(pressure_fd_);
   if (level_fd_ >= 0) ::close(level_fd_);
+  pressure_fd_ = -1;
+  level_fd_ = -1;
+  pressure_is_eventfd_ = false;
+  pressure_source_ = "none";
+}
+
+void SystemMemoryProbe::Disarm() { ClosePressure(); }
+
+void SystemMemoryProbe::Rearm() {
+  ClosePressure();
+  kind_ = Cgroup::kNone;
+  dir_.clear();
+  mount_.clear();
+  Discover();
+  if (pressure_) SetUpPressure();
 }
 
 void SystemMemoryProbe::Discover() {

@@ -44,6 +44,8 @@ class SystemMemoryProbe final : public MemoryProbe {
   std::string cgroup_id() const override {
     return limited_.load(std::memory_order_relaxed) ? dir_ : std::string();
   }
+  void Disarm() override;
+  void Rearm() override;
 
   Cgroup cgroup() const { return kind_; }
   const std::string& cgroup_dir() const { return dir_; }
@@ -58,7 +60,11 @@ class SystemMemoryProbe final : public MemoryProbe {
   uint64_t CgroupLimit() const;
   uint64_t CgroupUsed() const;
 
+  // Closes the pressure trigger's descriptors.
+  void ClosePressure();
+
   std::string root_;
+  bool pressure_ = false;  // a pressure trigger was asked for (Create)
   Cgroup kind_ = Cgroup::kNone;
   std::string dir_;    // the cgroup's directory (with root_)
   std::string mount_;  // its hierarchy's mount point (with root_)
