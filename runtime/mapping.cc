@@ -386,10 +386,11 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write
 uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs) {
   // As read-ahead does (MaybePrefetch): only blocks that are plainly missing, a cache block
   // each without waiting (the caller holds `block`'s entry lock), entries taken with
-  // TryLock; the run ends at the first block that does not qualify.
+  // TryLock; the run ends at the first block that does not qualify. (A parked block holds
+  // its cache block and its data already.)
   auto plain_missing = [](Table::Entry x) {
     return !(x.present() || x.poisoned() || x.filling() || x.shadow() || x.staged() ||
-             x.stashed());
+             x.stashed() || x.parked());
   };
   uint32_t n = 1;
   for (uint64_t p = block + 1; n < max && p < table_.size(); ++p, ++n) {
@@ -458,7 +459,12 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool wr
   resident_.fetch_add(n - 1, std::memory_order_relaxed);  // before the unlocks (PublishFilled)
   for (uint32_t i = 1; i < n; ++i) {
     rt_->pool().Publish(cbs[i], Owner(block + i));
+    // Read ahead: not seen (no fault waited for it).
     table_.Unlock(block + i, (entries[i] & ~Table::kCbMask) | Table::kPresent | cbs[i]);
+    // Resident without a fault: the reuse tracker can no longer see its accesses.
+    if (tracker_ != nullptr && tracker_->Sampled(block + i)) {
+      tracker_->Record(block + i, ReuseTracker::Kind::kUnseen, 0);
+    }
   }
   prefetched_.fetch_add(n - 1, std::memory_order_relaxed);
   io_->NoteInlineRead(n, valid);

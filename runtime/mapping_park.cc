@@ -54,8 +54,9 @@ void Mapping::ServeParked(uint64_t block, Table::Entry e, bool write, pid_t tid)
                 PosixError(err, "UFFDIO_COPY of a parked block"));
     return;
   }
-  table_.Unlock(block, v);
+  // Still counted resident; dirty counted before the unlock (PublishFilled).
   if (v & Table::kDirty) dirty_.fetch_add(1, std::memory_order_relaxed);
+  table_.Unlock(block, v);
   rt_->pool().Touch(cb);
   rt_->refs().Touch(tid, cb);
   sampled_hits_.fetch_add(1, std::memory_order_relaxed);
