@@ -245,7 +245,14 @@ absl::Status Runtime::Quiesce() {
   if (!s.ok()) {
     // Everything was written back; bring the machinery up again and run on.
     absl::Status up = StartMachinery();
-    if (up.ok()) up = RegisterAgain(maps);
+    if (up.ok()) {
+      up = RegisterAgain(maps);
+      if (!up.ok()) {
+        // Left quiesced: nothing of the machinery may run (a resume starts it again).
+        StopThreads();
+        ReleaseKernelObjects();
+      }
+    }
     if (!up.ok()) {
       UMAP_LOG(kError, "after a failed quiesce (", s.ToString(),
                ") the runtime could not start again: ", up.ToString(),
