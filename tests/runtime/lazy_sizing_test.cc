@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/cache_sizer.h"
 #include "runtime/mapping.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/fake_memory_probe.h"
@@ -271,6 +272,57 @@ TEST_F(LazySizing, TwoMappingsShareByMarginalGainNotFirstCome) {
   EXPECT_GE(ma->quota(), wa * 9 / 10) << "its share";
   ASSERT_TRUE((*rt)->Unmap(a, 2 * wa * kBlock).ok());
   ASSERT_TRUE((*rt)->Unmap(b, fb * kBlock).ok());
+}
+
+// Signal mode reads the start of a sequential stream in one run with the blocks after it.
+// A parked block after it holds its cache block and its data already: the run must end
+// there, not read it again into a second cache block.
+TEST_F(LazySizing, AReadRunStopsAtAParkedBlock) {
+  RuntimeOptions o = Options(1024);
+  o.fault_mode = UMAP_FAULT_SIGNAL;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const uint64_t blocks = 4096, spacing = 64;
+  char* p = MapFile(**rt, "run", blocks, false);
+  ASSERT_NE(p, nullptr);
+  Mapping* m = nullptr;
+  (*rt)->WhileMappingsPinned([&] {
+    (*rt)->ForEachMapping([&](Mapping& x) { m = &x; });
+  });
+  ASSERT_NE(m, nullptr);
+  CacheSizer* sizer = (*rt)->sizer();
+  ASSERT_NE(sizer, nullptr);
+  auto missing = [&](uint64_t b) {
+    const CacheEntryTable::Entry e = m->table().Load(b);
+    return !e.present() && !e.parked() && !e.filling() && !e.stashed();
+  };
+  // Lone blocks far apart (random misses: no read-ahead around them), until the sizer
+  // parked one whose two blocks before are still missing; then it is stopped, so that the
+  // block stays parked.
+  uint64_t parked = 0;
+  const auto end = steady_clock::now() + std::chrono::seconds(10);
+  while (parked == 0 && steady_clock::now() < end) {
+    sizer->Start();
+    for (uint64_t b = spacing; b < blocks; b += spacing) Read(p, b);
+    std::this_thread::sleep_for(milliseconds(50));
+    sizer->Stop();
+    for (uint64_t b = spacing; b < blocks && parked == 0; b += spacing) {
+      if (m->table().Load(b).parked() && missing(b - 1) && missing(b - 2)) parked = b;
+    }
+  }
+  ASSERT_NE(parked, 0u) << "the sizer parked no block in 10 s";
+  const uint32_t held = (*rt)->pool().held();
+  // A miss two blocks before it starts a stream; the next miss reads a run.
+  Read(p, parked - 2);
+  Read(p, parked - 1);
+  const CacheEntryTable::Entry e = m->table().Load(parked);
+  EXPECT_TRUE(e.parked() && !e.present()) << "entry 0x" << std::hex << e.v;
+  EXPECT_EQ((*rt)->pool().held(), held + 2) << "one cache block for each of the two misses";
+  Read(p, parked);  // served from its park buffer
+  EXPECT_GT((*rt)->Stats().sampled_hits, 0u);
+  ASSERT_TRUE((*rt)->Unmap(p, blocks * kBlock).ok());
+  EXPECT_EQ((*rt)->pool().held(), 0u) << "no cache block leaked";
+  EXPECT_EQ(sizer->parks().in_use(), 0u) << "no park buffer leaked";
 }
 
 TEST_F(LazySizing, FaultPathAllocatesNothing) {
