@@ -25,8 +25,14 @@
 //     or the usage threshold), and evicts down to a lowered limit: dirty blocks leave
 //     through the write-back sink like any eviction (the journal first), never dropped.
 //
+// Checkpoints (docs/design.md "Cache sizing", "Across a checkpoint"): Runtime::Quiesce
+// stops the thread with Stop, which also leaves the board and disarms the pressure trigger,
+// and gives parked blocks back with the rest of the cache (Mapping::Evacuate); the runtime
+// starts it again with Start.
+//
 // Thread safety: OnReMiss from any fault handler (no allocation, no lock, no system call);
-// the rest is the sizer's thread and readers of the figures.
+// the rest is the sizer's thread and readers of the figures; Start, Stop and
+// DropParkBuffers from the runtime's control paths (creation, quiesce, resume, destruction).
 #ifndef UMAP_RUNTIME_CACHE_SIZER_H_
 #define UMAP_RUNTIME_CACHE_SIZER_H_
 
