@@ -32,6 +32,10 @@ struct RunResult {
   // umap runtime counters (0 for the others)
   uint64_t umap_faults_missing = 0;
   uint64_t umap_cache_used = 0, umap_cache_peak = 0, umap_cache_limit = 0;
+  // Cache sizing at the end of the run: the capacity the runtime chose, its virtual
+  // capacity, what it could have grown to, and its re-misses.
+  uint64_t umap_cache_capacity = 0, umap_cache_virtual = 0, umap_cache_ceiling = 0,
+           umap_remisses = 0;
   uint64_t umap_blocks_read = 0, umap_blocks_written = 0, umap_evictions = 0,
            umap_dirty_evictions = 0, umap_io_errors = 0, umap_sigbus = 0;
   // umap I/O channels: merged reads and writes, their bytes, read-ahead blocks

@@ -1,10 +1,11 @@
 // umap: a fresh runtime (umap_config_init() defaults and UMAP_* environment, then the
 // BackendOptions) and one umap_ex mapping of the whole file; Sync is umsync, Close is uunmap
 // (which writes back like umsync, so its error fails the run). Variants choose the cache:
-//   umap        cache_bytes = BackendOptions::cache_bytes (--cache, or fitted to the budget)
+//   umap        a fixed cache of BackendOptions::cache_bytes (--cache, or fitted to the budget)
 //   umap+SIZE   a fixed cache of SIZE bytes (K/M/G suffixes), e.g. umap+16M
-//   umap+lazy   cache_bytes left as umap_config_init() set it (UMAP_CACHE_BYTES or the
-//               runtime's default): the runtime sizes its cache itself
+//   umap+lazy   the configuration umap_config_init() gives (UMAP_* variables): by default
+//               cache_bytes unset and lazy sizing on, so the runtime sizes its cache itself
+//               within the memory budget (docs/design.md "Cache sizing")
 #include <fcntl.h>
 #include <sys/mman.h>
 
@@ -33,14 +34,19 @@ std::string StatsLine(const umap_stats& s) {
 
 class UmapBackend final : public MappedBackend {
  public:
-  // cache_bytes 0: keep the runtime's default.
+  // cache_bytes 0: keep the runtime's default (lazy sizing unless UMAP_LAZY_SIZING=0);
+  // else a fixed cache of that size.
   UmapBackend(const BackendOptions& o, size_t cache_bytes)
       : options_(o), cache_bytes_(cache_bytes) {}
 
   absl::Status Open(const BenchFile& file, const OpenParams& params) override {
     ASSIGN_OR_RETURN(fd_, OpenFile(file.path(), params.writable ? O_RDWR : O_RDONLY));
     ASSIGN_OR_RETURN(umap_config cfg, Umap::Runtime::DefaultConfig());
-    if (cache_bytes_ != 0) cfg.cache_bytes = cache_bytes_;
+    if (cache_bytes_ != 0) {
+      // A fixed cache of that size (the comparison the SIZE variants are for).
+      cfg.cache_bytes = cache_bytes_;
+      cfg.lazy_sizing = 0;
+    }
     cfg.block_size = options_.block_size;
     cfg.handler_threads = options_.handler_threads;
     cfg.writeback_threads = options_.writeback_threads;
@@ -86,6 +92,10 @@ class UmapBackend final : public MappedBackend {
     r.umap_cache_used = st.cache_bytes_used;
     r.umap_cache_peak = st.cache_bytes_peak;
     r.umap_cache_limit = st.cache_bytes_limit;
+    r.umap_cache_capacity = st.cache_capacity_bytes;
+    r.umap_cache_virtual = st.cache_virtual_bytes;
+    r.umap_cache_ceiling = st.cache_ceiling_bytes;
+    r.umap_remisses = st.cache_remisses;
     r.umap_blocks_read = st.blocks_read;
     r.umap_blocks_written = st.blocks_written;
     r.umap_evictions = st.evictions;

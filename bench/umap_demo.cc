@@ -37,7 +37,7 @@ struct DemoFlags {
   std::string dir = "/var/tmp/umap-demo";
   uint64_t size = 512ull << 20;
   uint64_t memory_limit = 128ull << 20;
-  std::string cache = "auto";
+  std::string cache = "lazy";
   std::string cgroup_parent;
   unsigned threads = 4;
   uint64_t ops = 5000;
@@ -61,7 +61,8 @@ struct Regime {
   std::string parent;  // cgroup parent directory
   std::string why_no_limit;
   std::string cache_how;     // how umap's cache was chosen
-  uint64_t cache_bytes = 0;  // what it came to
+  uint64_t cache_bytes = 0;  // what it came to (0: lazy sizing, the runtime's choice)
+  bool lazy = false;
 };
 
 std::vector<Phase> Phases(const DemoFlags& f) {
@@ -100,8 +101,11 @@ absl::StatusOr<RunConfig> DemoConfig(const DemoFlags& f, Regime& regime) {
   rc.stall_seconds = 120;
   rc.max_seconds = f.max_seconds;
   if (f.cache == "lazy") {
-    bo.cache_bytes = defaults.cache_bytes;
-    regime.cache_how = "unset: the runtime's own sizing";
+    bo.cache_bytes = defaults.cache_bytes;  // 0 unless UMAP_CACHE_BYTES: a hard cap
+    regime.lazy = true;
+    regime.cache_how = defaults.cache_bytes == 0
+                           ? "lazy sizing: the runtime sizes its cache within the budget"
+                           : "lazy sizing under UMAP_CACHE_BYTES";
   } else if (f.cache != "auto") {
     ASSIGN_OR_RETURN(bo.cache_bytes, ParseBytes(f.cache));
     regime.cache_how = "--cache";
@@ -260,6 +264,22 @@ void PrintTable(const std::vector<Phase>& phases, const Regime& regime) {
   }
 }
 
+// The cache lazy sizing chose in each phase: the capacity at the end of umap's runs, its
+// virtual capacity, and the peak it held (medians over the repeats).
+void PrintChosenCapacity(const std::vector<Phase>& phases) {
+  auto capacity = [](const RunResult& r) { return static_cast<double>(r.umap_cache_capacity); };
+  auto virt = [](const RunResult& r) { return static_cast<double>(r.umap_cache_virtual); };
+  auto peak = [](const RunResult& r) { return static_cast<double>(r.umap_cache_peak); };
+  std::printf("\numap's cache, as lazy sizing chose it (capacity at the end of the run; virtual "
+              "capacity; peak held):\n");
+  for (const Phase& ph : phases) {
+    std::printf("  %-18s capacity %-10s virtual %-10s peak %s\n", ph.name,
+                HumanBytes(MedianOf(ph, "umap", capacity)).c_str(),
+                HumanBytes(MedianOf(ph, "umap", virt)).c_str(),
+                HumanBytes(MedianOf(ph, "umap", peak)).c_str());
+  }
+}
+
 // What the numbers say, phase by phase, and what a user should take from them.
 std::string Verdict(const std::vector<Phase>& phases, const Regime& regime, const DemoFlags& f,
                     double seconds) {
@@ -366,7 +386,9 @@ int Run(const DemoFlags& f) {
       regime.limit
           ? absl::StrCat("every backend in a memory cgroup of ", HumanBytes(regime.limit)).c_str()
           : absl::StrCat("no memory limit (", regime.why_no_limit, ")").c_str(),
-      HumanBytes(rc->options.cache_bytes).c_str(), regime.cache_how.c_str());
+      regime.lazy && rc->options.cache_bytes == 0 ? "sized by the runtime"
+                                                  : HumanBytes(rc->options.cache_bytes).c_str(),
+      regime.cache_how.c_str());
   std::fflush(stdout);
   absl::StatusOr<BenchFile> file = BenchFile::Open(path, f.size);
   if (!file.ok()) {
@@ -382,6 +404,7 @@ int Run(const DemoFlags& f) {
     return 1;
   }
   PrintTable(phases, regime);
+  if (regime.lazy) PrintChosenCapacity(phases);
   std::vector<std::string> problems;
   for (const Phase& ph : phases) {
     for (const RunResult& r : ph.runs) {
@@ -419,8 +442,8 @@ int Main(int argc, char** argv) {
                  "the memory budget of every backend (a memory cgroup; 0: none)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--cache", f.cache,
-                 "umap cache: auto (fitted to the budget), lazy (the runtime's own size) or "
-                 "bytes");
+                 "umap cache: lazy (the runtime sizes it itself: lazy sizing, the default), "
+                 "auto (a fixed cache fitted to the budget) or bytes (a fixed cache)");
   app.add_option("--cgroup-parent", f.cgroup_parent, "where the memory cgroups are made");
   app.add_option("--threads", f.threads, "application threads")->check(CLI::Range(1, 16));
   app.add_option("--ops", f.ops, "random reads per thread (writes: half)")

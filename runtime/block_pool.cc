@@ -5,10 +5,19 @@
 
 namespace umap::runtime {
 
-BlockPool::BlockPool(uint32_t capacity)
-    : capacity_(capacity), cbs_(new Cb[capacity]), free_(capacity) {
-  // Push in reverse so CB 0 is handed out first (stable order helps debugging).
-  for (uint32_t i = capacity; i-- > 0;) free_.Push(i);
+BlockPool::BlockPool(uint32_t capacity, uint32_t limit)
+    : capacity_(capacity),
+      cbs_(capacity),
+      free_(capacity),
+      limit_(limit == 0 ? capacity : std::min(limit, capacity)) {}
+
+void BlockPool::set_limit(uint32_t n) {
+  limit_.store(std::clamp<uint32_t>(n, 1, capacity_), std::memory_order_relaxed);
+}
+
+bool BlockPool::TryRaiseLimit(uint32_t from, uint32_t to) {
+  to = std::min(to, capacity_);
+  return to > from && limit_.compare_exchange_strong(from, to, std::memory_order_relaxed);
 }
 
 void BlockPool::NoteResident(int delta) {
@@ -19,16 +28,37 @@ void BlockPool::NoteResident(int delta) {
   }
 }
 
-uint32_t BlockPool::PopFree() {
-  const uint32_t cb = free_.Pop();
-  if (cb != kNone) cbs_[cb].state.store(kBusyState, std::memory_order_relaxed);
+uint32_t BlockPool::TakeFree() {
+  uint32_t h = held_.load(std::memory_order_relaxed);
+  do {
+    if (h >= limit_.load(std::memory_order_relaxed)) return kNone;
+  } while (!held_.compare_exchange_weak(h, h + 1, std::memory_order_relaxed));
+  uint32_t cb = free_.Pop();
+  if (cb == IndexStack::kEmpty) {
+    // CBs never used before are taken in order; their metadata is still all zero.
+    uint32_t f = fresh_.load(std::memory_order_relaxed);
+    do {
+      if (f >= capacity_) {
+        held_.fetch_sub(1, std::memory_order_relaxed);
+        return kNone;
+      }
+    } while (!fresh_.compare_exchange_weak(f, f + 1, std::memory_order_relaxed));
+    cb = f;
+  }
+  cbs_[cb].state.store(kBusyState, std::memory_order_relaxed);
   return cb;
+}
+
+void BlockPool::PushFree(uint32_t cb) {
+  cbs_[cb].state.store(kFree, std::memory_order_release);
+  free_.Push(cb);
+  held_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void BlockPool::Retire(uint32_t cb, bool forced) {
   Cb& c = cbs_[cb];
   if (forced) forced_.fetch_add(1, std::memory_order_relaxed);
-  c.owner.store(kNoOwner, std::memory_order_relaxed);
+  c.owner.store(0, std::memory_order_relaxed);
   // New generation, no references: stale references to the old content are ignored.
   const uint64_t rg = c.refgen.load(std::memory_order_relaxed);
   c.refgen.store(((rg >> 32) + 1) << 32, std::memory_order_release);
@@ -37,73 +67,105 @@ void BlockPool::Retire(uint32_t cb, bool forced) {
 
 uint32_t BlockPool::Acquire(EvictFn evict, ReclaimFn reclaim) {
   return AcquireBatched(
-      [&](const uint32_t* cbs, const uint64_t* owners, int n, bool* freed) {
+      [&](const uint32_t* cbs, const uint64_t* owners, int n, bool* freed, int) {
         for (int i = 0; i < n; ++i) freed[i] = evict(cbs[i], owners[i]);
       },
       reclaim, 1);
 }
 
+void BlockPool::Collect(int pass, int max, uint64_t* budget, Victims* v) {
+  v->n = 0;
+  const uint32_t high = fresh_.load(std::memory_order_acquire);
+  if (high == 0) {
+    *budget = 0;
+    return;
+  }
+  for (; *budget > 0 && v->n < max; --*budget) {
+    const uint32_t idx =
+        static_cast<uint32_t>(hand_.fetch_add(1, std::memory_order_relaxed) % high);
+    Cb& c = cbs_[idx];
+    if (c.state.load(std::memory_order_relaxed) != kResident) continue;
+    if (pass < 2 && static_cast<uint32_t>(c.refgen.load(std::memory_order_relaxed)) != 0) {
+      continue;
+    }
+    if (pass == 0 && c.referenced.exchange(0, std::memory_order_relaxed)) continue;
+    uint32_t expected = kResident;
+    if (!c.state.compare_exchange_strong(expected, kBusyState, std::memory_order_acquire)) {
+      continue;
+    }
+    v->cbs[v->n] = idx;
+    v->owners[v->n] = owner(idx);
+    ++v->n;
+  }
+}
+
+uint32_t BlockPool::Evict(BatchEvictFn evict, int pass, Victims* v, bool keep_one,
+                          uint32_t* freed_count) {
+  evict(v->cbs, v->owners, v->n, v->freed, pass);
+  uint32_t kept = kNone;
+  for (int k = 0; k < v->n; ++k) {
+    const uint32_t cb = v->cbs[k];
+    if (!v->freed[k]) {
+      cbs_[cb].state.store(kResident, std::memory_order_release);
+      continue;
+    }
+    ++*freed_count;
+    Retire(cb, pass == 2);
+    if (keep_one && kept == kNone) {
+      kept = cb;
+    } else {
+      PushFree(cb);
+    }
+  }
+  return kept;
+}
+
 uint32_t BlockPool::AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int max_batch) {
-  uint32_t cb = PopFree();
+  uint32_t cb = TakeFree();
   if (cb != kNone) return cb;
   max_batch = std::clamp(max_batch, 1, kMaxBatch);
-  uint32_t victims[kMaxBatch];
-  uint64_t owners[kMaxBatch];
-  bool freed[kMaxBatch];
+  Victims v;
+  uint32_t freed = 0;
   // Pass 0: clock with second chance, live references respected. Pass 1: the same after
   // dropping dead threads' references. Pass 2: references ignored (more live threads than
   // CBs would otherwise deadlock); counted as forced evictions.
-  const uint64_t sweep = 2ull * capacity_ + 1;
   for (int pass = 0; pass < 3; ++pass) {
     if (pass == 1) reclaim();
-    uint64_t i = 0;
-    while (i < sweep) {
-      int n = 0;
-      for (; i < sweep && n < max_batch; ++i) {
-        // A CB freed concurrently (uunmap, another thread's batch) is taken first.
-        if (n == 0 && (cb = PopFree()) != kNone) return cb;
-        const uint32_t idx = static_cast<uint32_t>(hand_.fetch_add(1, std::memory_order_relaxed) %
-                                                   capacity_);
-        Cb& c = cbs_[idx];
-        if (c.state.load(std::memory_order_relaxed) != kResident) continue;
-        if (pass < 2 && static_cast<uint32_t>(c.refgen.load(std::memory_order_relaxed)) != 0) {
-          continue;
-        }
-        if (pass == 0 && c.referenced.exchange(0, std::memory_order_relaxed)) continue;
-        uint32_t expected = kResident;
-        if (!c.state.compare_exchange_strong(expected, kBusyState, std::memory_order_acquire)) {
-          continue;
-        }
-        victims[n] = idx;
-        owners[n] = c.owner.load(std::memory_order_acquire);
-        ++n;
-      }
-      if (n == 0) break;
-      evict(victims, owners, n, freed);
-      cb = kNone;
-      for (int k = 0; k < n; ++k) {
-        Cb& c = cbs_[victims[k]];
-        if (!freed[k]) {
-          c.state.store(kResident, std::memory_order_release);
-          continue;
-        }
-        Retire(victims[k], pass == 2);
-        if (cb == kNone) {
-          cb = victims[k];
-        } else {
-          c.state.store(kFree, std::memory_order_release);
-          free_.Push(victims[k]);
-        }
-      }
+    uint64_t budget = 2ull * fresh_.load(std::memory_order_relaxed) + 1;
+    while (budget > 0) {
+      // A CB freed concurrently (uunmap, another thread's batch, a raised limit) first.
+      if ((cb = TakeFree()) != kNone) return cb;
+      Collect(pass, max_batch, &budget, &v);
+      if (v.n == 0) break;
+      cb = Evict(evict, pass, &v, /*keep_one=*/true, &freed);
       if (cb != kNone) return cb;
     }
   }
   return kNone;
 }
 
+uint32_t BlockPool::Shrink(BatchEvictFn evict, int max_batch, uint32_t max_blocks) {
+  max_batch = std::clamp(max_batch, 1, kMaxBatch);
+  Victims v;
+  uint32_t freed = 0;
+  auto excess = [&] {
+    const uint32_t h = held(), l = limit();
+    return std::min(h > l ? h - l : 0, max_blocks - freed);
+  };
+  for (int pass = 0; pass < 2 && excess() > 0; ++pass) {
+    uint64_t budget = 2ull * fresh_.load(std::memory_order_relaxed) + 1;
+    while (budget > 0 && excess() > 0) {
+      Collect(pass, std::min<int>(max_batch, static_cast<int>(excess())), &budget, &v);
+      if (v.n == 0) break;
+      Evict(evict, pass, &v, /*keep_one=*/false, &freed);
+    }
+  }
+  return freed;
+}
+
 void BlockPool::Publish(uint32_t cb, uint64_t owner) {
   Cb& c = cbs_[cb];
-  c.owner.store(owner, std::memory_order_relaxed);
+  c.owner.store(owner + 1, std::memory_order_relaxed);
   c.referenced.store(1, std::memory_order_relaxed);
   c.state.store(kResident, std::memory_order_release);
   NoteResident(1);
@@ -111,14 +173,13 @@ void BlockPool::Publish(uint32_t cb, uint64_t owner) {
 
 void BlockPool::Release(uint32_t cb) {
   Cb& c = cbs_[cb];
-  if (c.owner.load(std::memory_order_relaxed) != kNoOwner) {
-    c.owner.store(kNoOwner, std::memory_order_relaxed);
+  if (c.owner.load(std::memory_order_relaxed) != 0) {
+    c.owner.store(0, std::memory_order_relaxed);
     NoteResident(-1);
   }
   uint64_t rg = c.refgen.load(std::memory_order_relaxed);
   c.refgen.store(((rg >> 32) + 1) << 32, std::memory_order_release);
-  c.state.store(kFree, std::memory_order_release);
-  free_.Push(cb);
+  PushFree(cb);
 }
 
 bool BlockPool::Claim(uint32_t cb) {

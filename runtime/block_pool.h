@@ -1,8 +1,13 @@
 // BlockPool: the bounded set of cache blocks (CBs) shared by every mapping of a runtime.
 //
-// A CB stands for one block resident in some mapping's address space. The pool never hands
-// out more CBs than `capacity`, so resident cached data never exceeds capacity * block_size,
-// whatever the mapped sizes. Each CB is in one of the paper's three states:
+// A CB stands for one block resident in some mapping's address space. The pool has a
+// structural `capacity` (the hard cap: its metadata is sized for it, and touched only as
+// CBs are first used) and a current `limit` at or below it, which lazy sizing moves
+// (docs/design.md "Cache sizing"). The pool never holds more than max(limit, what it held
+// when the limit was lowered) CBs: Acquire takes a free CB only while fewer than `limit`
+// are held, and evicts one otherwise; Shrink evicts down to a lowered limit. So resident
+// cached data never exceeds capacity * block_size, whatever the mapped sizes. Each CB is in
+// one of the paper's three states:
 //   active       resident and referenced by a live thread (see ThreadRefs): never evicted;
 //   semi-active  resident, unreferenced: an eviction candidate (clock with a second chance);
 //   inactive     not resident: free for reuse.
@@ -20,6 +25,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "runtime/index_stack.h"
+#include "runtime/zeroed_array.h"
 
 namespace umap::runtime {
 
@@ -30,13 +36,25 @@ class BlockPool {
   static constexpr uint32_t kNone = 0xffffffffu;
   static constexpr uint64_t kNoOwner = ~0ull;
 
-  explicit BlockPool(uint32_t capacity);
+  // `limit` 0: the whole capacity.
+  explicit BlockPool(uint32_t capacity, uint32_t limit = 0);
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
+  // False when the metadata could not be allocated.
+  bool ok() const { return cbs_.ok(); }
 
   uint32_t capacity() const { return capacity_; }
   uint32_t resident() const { return resident_.load(std::memory_order_relaxed); }
   uint32_t peak_resident() const { return peak_.load(std::memory_order_relaxed); }
+  // CBs held now: resident, or busy (being filled, stashed, or being evicted).
+  uint32_t held() const { return held_.load(std::memory_order_relaxed); }
+  // The current limit on held CBs (1..capacity).
+  uint32_t limit() const { return limit_.load(std::memory_order_relaxed); }
+  // Sets the limit (clamped to 1..capacity). Lowering it does not evict: Shrink does.
+  void set_limit(uint32_t n);
+  // Raises the limit from `from` to `to` if it is still `from` (concurrent growers raise it
+  // once). False when it changed meanwhile.
+  bool TryRaiseLimit(uint32_t from, uint32_t to);
 
   // Tries to free the content of CB `cb` whose owner token is `owner` (the owner's eviction:
   // lock the block, write back if dirty, unmap). Returns false when it cannot right now
@@ -52,10 +70,17 @@ class BlockPool {
   // Batched eviction: evicts up to `max_batch` victims at once (freed[i] reports which of
   // cbs[0..n) the owner freed), returns one freed CB and puts the others on the free list.
   // The owner can then drop all their pages with one TLB flush (eviction_batch.h).
-  using BatchEvictFn =
-      absl::FunctionRef<void(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed)>;
+  // `pass`: 0 for the clock's first sweep (the owner may decline victims it would rather
+  // keep, e.g. a mapping below its share of the cache), 1 and 2 for the later ones.
+  using BatchEvictFn = absl::FunctionRef<void(const uint32_t* cbs, const uint64_t* owners,
+                                              int n, bool* freed, int pass)>;
   static constexpr int kMaxBatch = 32;
   uint32_t AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int max_batch);
+
+  // Evicts (clock, live references respected, never forced) until at most limit() CBs are
+  // held, or nothing more can be evicted now, or `max_blocks` were freed; the freed CBs go
+  // to the free list. Returns how many were freed.
+  uint32_t Shrink(BatchEvictFn evict, int max_batch, uint32_t max_blocks);
 
   // The caller installed data for `owner` in `cb` (which it got from Acquire): make it
   // resident (semi-active, clock bit set).
@@ -79,27 +104,48 @@ class BlockPool {
   void Touch(uint32_t cb) { cbs_[cb].referenced.store(1, std::memory_order_relaxed); }
 
   CbState state(uint32_t cb) const;
-  uint64_t owner(uint32_t cb) const { return cbs_[cb].owner.load(std::memory_order_acquire); }
+  uint64_t owner(uint32_t cb) const {
+    return cbs_[cb].owner.load(std::memory_order_acquire) - 1;  // stored + 1: 0 is no owner
+  }
   uint64_t forced_evictions() const { return forced_.load(std::memory_order_relaxed); }
 
  private:
+  // All-zero is the initial state (ZeroedArray): free, no owner, generation 0.
   enum : uint32_t { kFree = 0, kBusyState = 1, kResident = 2 };
   struct alignas(64) Cb {
-    std::atomic<uint64_t> owner{kNoOwner};
-    std::atomic<uint64_t> refgen{0};  // generation << 32 | live references
-    std::atomic<uint32_t> state{kFree};
-    std::atomic<uint8_t> referenced{0};
+    std::atomic<uint64_t> owner;   // owner + 1; 0: none
+    std::atomic<uint64_t> refgen;  // generation << 32 | live references
+    std::atomic<uint32_t> state;
+    std::atomic<uint8_t> referenced;
+  };
+  struct Victims {
+    uint32_t cbs[kMaxBatch];
+    uint64_t owners[kMaxBatch];
+    bool freed[kMaxBatch];
+    int n = 0;
   };
 
   void NoteResident(int delta);
-  // Takes a free CB (state kBusy), or kNone.
-  uint32_t PopFree();
+  // Takes a free CB (state kBusy) if fewer than limit() are held, else kNone.
+  uint32_t TakeFree();
+  // Puts a CB the caller holds busy on the free list.
+  void PushFree(uint32_t cb);
   // A CB its owner just freed: fresh generation, no owner.
   void Retire(uint32_t cb, bool forced);
+  // Moves the clock hand over up to *budget CBs and claims (busy) up to `max` victims that
+  // sweep `pass` may take.
+  void Collect(int pass, int max, uint64_t* budget, Victims* v);
+  // Hands the victims to the owner; those it freed are retired, the others resident again.
+  // Returns one freed CB (busy) when `keep_one`, putting the rest on the free list; the
+  // number freed in *freed_count.
+  uint32_t Evict(BatchEvictFn evict, int pass, Victims* v, bool keep_one, uint32_t* freed_count);
 
   const uint32_t capacity_;
-  std::unique_ptr<Cb[]> cbs_;
+  ZeroedArray<Cb> cbs_;
   IndexStack free_;
+  std::atomic<uint32_t> fresh_{0};  // CBs [0, fresh_) were handed out at least once
+  std::atomic<uint32_t> held_{0};
+  std::atomic<uint32_t> limit_;
   std::atomic<uint64_t> hand_{0};
   std::atomic<uint32_t> resident_{0};
   std::atomic<uint32_t> peak_{0};

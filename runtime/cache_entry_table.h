@@ -11,7 +11,8 @@
 //   63 lock | 62 present | 61 dirty | 60 shadow pending | 59 poisoned | 58 staged (the
 //   write-back sink may hold a newer image than the file: a miss asks it first) |
 //   57 syncing | 56 fill queued | 55 queued fill wanted by a write | 54 stash |
-//   53 waiters | 47..32 shadow (or stash) index + 1 (0 = none) | 31..0 cache block index
+//   53 waiters | 52 seen | 51 parked | 47..32 shadow (or stash, or park) index + 1
+//   (0 = none) | 31..0 cache block index
 //
 // Waiters: a thread about to sleep on the entry (for its lock, or for a change) sets this
 // bit first; Unlock wakes sleepers only when it was set. Without it every unlock would be a
@@ -22,6 +23,15 @@
 // installing it"; once filled, a stashed block is not present, owns its cache block, and
 // its data waits in stash buffer `stash_index`. The reader's fault on it is served from
 // memory and starts the next read-ahead window, as the kernel's PG_readahead page does.
+//
+// Seen (lazy sizing): an application access brought the block into the cache before, so a
+// miss on it now is a re-miss (its reuse distance exceeds the cache), which may grow the
+// cache; a first miss never does. Read-ahead that nobody waited for does not set it.
+//
+// Parked (lazy sizing): a sampled resident block whose pages were dropped so that its next
+// access faults and is seen by the reuse tracker. It still holds its cache block (resident
+// for the pool, evictable), is clean, and its data waits in park buffer `park_index`; the
+// fault installs it from there (cache_sizer.h).
 //
 // A queued fill (kFilling) owns the cache block in the cb field: the block is neither
 // present nor evictable, a second fault on it is dropped (the fill wakes every waiter), and
@@ -51,6 +61,8 @@ class CacheEntryTable {
   static constexpr uint64_t kFillWrite = 1ull << 55;
   static constexpr uint64_t kStash = 1ull << 54;
   static constexpr uint64_t kWaiters = 1ull << 53;
+  static constexpr uint64_t kSeen = 1ull << 52;
+  static constexpr uint64_t kParked = 1ull << 51;
   static constexpr uint64_t kShadowMask = ((1ull << 16) - 1) << 32;
   static constexpr uint64_t kCbMask = 0xffffffffull;
 
@@ -68,6 +80,9 @@ class CacheEntryTable {
     // Filled into a stash buffer, not installed (see above).
     bool stashed() const { return (v & kStash) && !(v & kFilling); }
     uint32_t stash_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }
+    bool seen() const { return v & kSeen; }
+    bool parked() const { return v & kParked; }
+    uint32_t park_index() const { return stash_index(); }
     uint32_t cb() const { return static_cast<uint32_t>(v & kCbMask); }
     // Shadow slot, valid when shadow().
     uint32_t shadow_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }
@@ -82,6 +97,10 @@ class CacheEntryTable {
     return (v & ~kShadowMask) | kStash | (static_cast<uint64_t>(stash + 1) << 32);
   }
   static uint64_t WithoutStash(uint64_t v) { return v & ~(kShadowMask | kStash); }
+  static uint64_t WithPark(uint64_t v, uint32_t park) {
+    return (v & ~(kShadowMask | kPresent)) | kParked | (static_cast<uint64_t>(park + 1) << 32);
+  }
+  static uint64_t WithoutPark(uint64_t v) { return v & ~(kShadowMask | kParked); }
 
   explicit CacheEntryTable(uint64_t blocks)
       : blocks_(blocks), entries_(new std::atomic<uint64_t>[blocks]) {

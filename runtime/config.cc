@@ -41,6 +41,7 @@ bool ParseBytes(const char* text, size_t* out) {
 RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   RuntimeOptions o;
   o.cache_bytes = c.cache_bytes;
+  o.lazy_sizing = c.lazy_sizing != 0;
   o.block_size = c.block_size;
   o.handler_threads = c.handler_threads;
   o.writeback_threads = c.writeback_threads;
@@ -76,7 +77,12 @@ absl::StatusOr<Geometry> ComputeGeometry(const RuntimeOptions& o) {
     return PosixError(EINVAL, absl::StrCat("writeback_threads ", o.writeback_threads,
                                            " must be in 1..64"));
   }
-  uint64_t total = o.cache_bytes / o.block_size;
+  // Unset: all of RAM is the structural bound (the budget keeps the cache far below it;
+  // the per-block metadata is touched only as blocks are used).
+  const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * page;
+  const uint64_t bytes = o.cache_bytes != 0 ? o.cache_bytes : ram;
+  uint64_t total = std::min<uint64_t>(bytes / o.block_size,
+                                      o.cache_bytes != 0 ? ~0ull : 0x7fffffffull);
   // Shadows take 1/16 of the budget (4..256 of them); at least 8 blocks stay for residents.
   uint64_t shadows = std::min<uint64_t>(256, std::max<uint64_t>(4, total / 16));
   if (total < shadows + 8 || total - shadows > 0x7fffffffull) {
@@ -84,8 +90,10 @@ absl::StatusOr<Geometry> ComputeGeometry(const RuntimeOptions& o) {
                                            " blocks of ", o.block_size,
                                            "; need at least 12 and at most 2^31"));
   }
-  return Geometry{o.block_size, static_cast<uint32_t>(total - shadows),
-                  static_cast<uint32_t>(shadows)};
+  const uint32_t cache = static_cast<uint32_t>(total - shadows);
+  const uint64_t start = std::max<uint64_t>(o.lazy_start_bytes / o.block_size, 16);
+  return Geometry{o.block_size, cache, static_cast<uint32_t>(shadows),
+                  static_cast<uint32_t>(std::min<uint64_t>(start, cache))};
 }
 
 }  // namespace umap::runtime
@@ -99,6 +107,7 @@ extern "C" int umap_config_init(umap_config* c) {
   // The defaults live in RuntimeOptions (runtime/options.h) only.
   const umap::runtime::RuntimeOptions d;
   c->cache_bytes = d.cache_bytes;
+  c->lazy_sizing = d.lazy_sizing ? 1 : 0;
   c->block_size = d.block_size;
   c->handler_threads = d.handler_threads;
   c->writeback_threads = d.writeback_threads;
@@ -147,6 +156,11 @@ extern "C" int umap_config_init(umap_config* c) {
   count("UMAP_STATS_PERIOD_MS", &c->stats_period_ms);
   bytes("UMAP_IO_MAX_BYTES", &c->io_max_bytes);
   bytes("UMAP_PREFETCH_BYTES", &c->prefetch_bytes);
+  if (const char* v = std::getenv("UMAP_LAZY_SIZING")) {
+    if (std::strcmp(v, "1") == 0) c->lazy_sizing = 1;
+    else if (std::strcmp(v, "0") == 0) c->lazy_sizing = 0;
+    else { UMAP_LOG(kError, "UMAP_LAZY_SIZING=", v, " must be 0 or 1"); ok = false; }
+  }
   if (const char* v = std::getenv("UMAP_CHECKPOINT")) {
     if (std::strcmp(v, "1") == 0) c->checkpoint_control = 1;
     else if (std::strcmp(v, "0") == 0) c->checkpoint_control = 0;

@@ -6,7 +6,9 @@
 // batches: each victim's entry is locked and its dirty image captured (PrepareEvict), then
 // every victim's pages are dropped with one process_madvise(2) — one flush for the batch —
 // and only then are the entries unlocked (FinishEvict). A victim whose pages could not be
-// dropped is restored: it stays resident, as if it had never been chosen.
+// dropped is restored: it stays resident, as if it had never been chosen. The cache sizer
+// parks sampled blocks in batches the same way (cache_sizer.h); a parked victim has no
+// pages mapped (its range is empty).
 #ifndef UMAP_RUNTIME_EVICTION_BATCH_H_
 #define UMAP_RUNTIME_EVICTION_BATCH_H_
 
@@ -28,6 +30,7 @@ struct EvictionBatch {
     uint32_t shadow;        // shadow slot of a dirty victim, or IndexStack::kEmpty
     int index;              // position in the pool's victim list
     bool discarded;
+    uint32_t park = 0xffffffffu;  // its park buffer (a parked victim, or a block being parked)
   };
   Victim victims[kMax];
   iovec ranges[kMax];

@@ -1,5 +1,7 @@
 // IndexStack: a lock-free LIFO of small integer indices (a tagged Treiber stack whose links
-// live in a side array). Used for free cache blocks and for shadow buffers.
+// live in a side array). Used for free cache blocks and for shadow buffers. The side array
+// is a ZeroedArray: a link is written only when its index is pushed, so a stack sized for
+// the hard cap of the cache costs memory only for the indices that were ever pushed.
 #ifndef UMAP_RUNTIME_INDEX_STACK_H_
 #define UMAP_RUNTIME_INDEX_STACK_H_
 
@@ -7,13 +9,15 @@
 #include <cstdint>
 #include <memory>
 
+#include "runtime/zeroed_array.h"
+
 namespace umap::runtime {
 
 class IndexStack {
  public:
   static constexpr uint32_t kEmpty = 0xffffffffu;
 
-  explicit IndexStack(uint32_t capacity) : next_(new std::atomic<uint32_t>[capacity]) {}
+  explicit IndexStack(uint32_t capacity) : next_(capacity) {}
 
   void Push(uint32_t i) {
     uint64_t head = head_.load(std::memory_order_relaxed);
@@ -51,7 +55,7 @@ class IndexStack {
  private:
   std::atomic<uint64_t> head_{kEmpty};
   std::atomic<uint32_t> size_{0};
-  std::unique_ptr<std::atomic<uint32_t>[]> next_;
+  ZeroedArray<std::atomic<uint32_t>> next_;
 };
 
 }  // namespace umap::runtime

@@ -93,10 +93,11 @@ Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* c
     if (valid > 0 && *cb == BlockPool::kNone) {
       Table::Entry pk = table_.Load(block);
       if (pk.filling()) return MissLock::kFilling;
-      if (pk.stashed()) {
-        // Read ahead into a stash buffer: it owns its cache block, nothing to acquire.
+      if (pk.stashed() || pk.parked()) {
+        // Read ahead into a stash buffer, or parked: it owns its cache block already.
         *e = table_.Lock(block);
         if (e->stashed()) return MissLock::kStashed;
+        if (e->parked()) return MissLock::kParked;
         table_.Unlock(block, e->v);
         continue;
       }
@@ -106,10 +107,10 @@ Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* c
       }
     }
     *e = table_.Lock(block);
-    if (e->stashed()) {
+    if (e->stashed() || e->parked()) {
       if (*cb != BlockPool::kNone) rt_->pool().Release(*cb);
       *cb = BlockPool::kNone;
-      return MissLock::kStashed;
+      return e->stashed() ? MissLock::kStashed : MissLock::kParked;
     }
     if (IsFilled(*e) || e->filling()) {
       // Filled (or poisoned, or queued) by another thread after this fault was raised.
@@ -125,6 +126,7 @@ Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* c
   }
   *e = table_.Lock(block);
   if (e->stashed()) return MissLock::kStashed;
+  if (e->parked()) return MissLock::kParked;
   if (IsFilled(*e) || e->filling()) {
     const bool filling = e->filling();
     table_.Unlock(block, e->v);
@@ -207,6 +209,7 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   faults_.fetch_add(1, std::memory_order_relaxed);
   char* addr = BlockAddr(block);
   const size_t valid = ValidBytes(block);
+  NoteMiss(block, table_.Load(block));
   uint32_t cb;
   Table::Entry e;
   switch (LockMissing(block, valid, &cb, &e)) {
@@ -219,7 +222,9 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
         HandleMissing(block, write, tid, staging);  // it was stashed meanwhile
         return;
       }
-      if (write && writable_) table_.TryOr(block, Table::kFilling, Table::kFillWrite);
+      // Seen: an application waits for it (read-ahead alone does not make a block seen).
+      table_.TryOr(block, Table::kFilling,
+                   Table::kSeen | (write && writable_ ? Table::kFillWrite : 0));
       c.stale_faults.fetch_add(1, std::memory_order_relaxed);
       MaybePrefetch(block);
       if (signal_mode_) WaitWhileFilling(block);
@@ -227,6 +232,9 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     case MissLock::kStashed:
       ServeStash(block, e, write, tid);
       MaybePrefetch(block);  // the trigger: the next window starts while the reader goes on
+      return;
+    case MissLock::kParked:
+      ServeParked(block, e, write, tid);
       return;
     case MissLock::kResolved:
       // Waking again is harmless and covers a race with the queue (handler mode only: in
@@ -342,8 +350,9 @@ int Mapping::InstallBlock(uint64_t block, char* buf, size_t valid, bool writable
 
 void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool dirty, pid_t tid) {
   rt_->pool().Publish(cb, Owner(block));
+  // Seen: every caller serves an application's fault.
   const uint64_t v = (entry & (Table::kShadow | Table::kShadowMask | Table::kStaged)) |
-                     Table::kPresent | cb | (dirty ? Table::kDirty : 0);
+                     Table::kPresent | Table::kSeen | cb | (dirty ? Table::kDirty : 0);
   // Counted before the entry is unlocked: a thread woken by the unlock (and whatever it
   // does next, a umap-stat reader included) must not see the block missing from the gauges.
   resident_.fetch_add(1, std::memory_order_relaxed);
@@ -377,10 +386,11 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write
 uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs) {
   // As read-ahead does (MaybePrefetch): only blocks that are plainly missing, a cache block
   // each without waiting (the caller holds `block`'s entry lock), entries taken with
-  // TryLock; the run ends at the first block that does not qualify.
+  // TryLock; the run ends at the first block that does not qualify. (A parked block holds
+  // its cache block and its data already.)
   auto plain_missing = [](Table::Entry x) {
     return !(x.present() || x.poisoned() || x.filling() || x.shadow() || x.staged() ||
-             x.stashed());
+             x.stashed() || x.parked());
   };
   uint32_t n = 1;
   for (uint64_t p = block + 1; n < max && p < table_.size(); ++p, ++n) {
@@ -449,7 +459,12 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool wr
   resident_.fetch_add(n - 1, std::memory_order_relaxed);  // before the unlocks (PublishFilled)
   for (uint32_t i = 1; i < n; ++i) {
     rt_->pool().Publish(cbs[i], Owner(block + i));
+    // Read ahead: not seen (no fault waited for it).
     table_.Unlock(block + i, (entries[i] & ~Table::kCbMask) | Table::kPresent | cbs[i]);
+    // Resident without a fault: the reuse tracker can no longer see its accesses.
+    if (tracker_ != nullptr && tracker_->Sampled(block + i)) {
+      tracker_->Record(block + i, ReuseTracker::Kind::kUnseen, 0);
+    }
   }
   prefetched_.fetch_add(n - 1, std::memory_order_relaxed);
   io_->NoteInlineRead(n, valid);
@@ -547,7 +562,7 @@ bool Mapping::MaybePrefetch(uint64_t block) {
   for (; p < to; ++p) {
     Table::Entry pe = table_.Load(p);
     if (pe.present() || pe.poisoned() || pe.filling() || pe.shadow() || pe.staged() ||
-        pe.stashed() || pe.locked()) {
+        pe.stashed() || pe.parked() || pe.locked()) {
       continue;
     }
     if (ValidBytes(p) == 0) break;
@@ -559,7 +574,7 @@ bool Mapping::MaybePrefetch(uint64_t block) {
       continue;
     }
     if (e.present() || e.poisoned() || e.filling() || e.shadow() || e.staged() ||
-        e.stashed()) {
+        e.stashed() || e.parked()) {
       table_.Unlock(p, e.v);
       rt_->pool().Release(cb);
       continue;
@@ -720,7 +735,13 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       rt_->pool().Publish(cb, Owner(b));
       resident_.fetch_add(1, std::memory_order_relaxed);  // before the unlock (PublishFilled)
       if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
-      table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0));
+      // Seen when a fault waits for it; read-ahead alone leaves it as it was.
+      table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0) |
+                           (tid != 0 ? Table::kSeen : 0));
+      // Resident without a fault: the reuse tracker can no longer see its accesses.
+      if (tid == 0 && tracker_ != nullptr && tracker_->Sampled(b)) {
+        tracker_->Record(b, ReuseTracker::Kind::kUnseen, 0);
+      }
       if (tid != 0) {
         rt_->refs().Touch(tid, cb);
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);
@@ -781,6 +802,15 @@ void Mapping::WakeOrLog(char* addr) {
 bool Mapping::PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch) {
   Table::Entry e;
   if (!table_.TryLock(block, &e)) return false;
+  if (e.parked() && e.cb() == cb) {
+    // Clean, and its pages are already gone: only the park buffer is given back.
+    EvictionBatch::Victim& victim = batch->victims[batch->count];
+    victim = {this, block, e.v, Table::WithoutPark(e.v) & ~Table::kCbMask, IndexStack::kEmpty,
+              -1, false, e.park_index()};
+    batch->ranges[batch->count] = {BlockAddr(block), 0};
+    ++batch->count;
+    return true;
+  }
   if (!e.present() || e.cb() != cb || InSync(block)) {
     table_.Unlock(block, e.v);
     return false;
@@ -830,6 +860,9 @@ bool Mapping::PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch) {
 void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
   Counters& c = rt_->counters();
   ShadowPool& shadows = rt_->shadows();
+  if (victim.park != IndexStack::kEmpty && victim.discarded) {
+    rt_->sizer()->parks().Release(victim.park);  // a parked victim: nothing was mapped
+  }
   if (!victim.discarded) {
     // The pages are still mapped: the block stays resident as it was (dirty and writable
     // again if it was dirty), and its CB is not freed.
@@ -1119,7 +1152,8 @@ void Mapping::ReleaseAll() {
   BlockPool& pool = rt_->pool();
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Load(b);
-    if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+    if ((e.present() || e.parked()) && pool.Claim(e.cb())) pool.Release(e.cb());
+    if (e.parked()) rt_->sizer()->parks().Release(e.park_index());
     if (e.stashed()) pool.Release(e.cb());  // a stashed block's cache block is held busy
   }
 }
@@ -1166,7 +1200,11 @@ int Mapping::Evacuate() {
   BlockPool& pool = rt_->pool();
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Lock(b);
-    if (e.present() && pool.Claim(e.cb())) pool.Release(e.cb());
+    if ((e.present() || e.parked()) && pool.Claim(e.cb())) pool.Release(e.cb());
+    // A parked block is clean (parking takes clean blocks only, and its next access
+    // installs it before any write): the file, or for a staged block the journal, holds
+    // its data, so its park buffer's copy is dropped like the pages of a present block.
+    if (e.parked()) rt_->sizer()->parks().Release(e.park_index());
     if (e.stashed()) {
       pool.Release(e.cb());
       stash_free_.Push(e.stash_index());

@@ -11,7 +11,9 @@
 //                   is served from s, and the block is not evicted dirty again until s is
 //                   written (one write-back of a block in flight at a time);
 //   staged          the evicted version lives with the write-back sink (atomic policy);
-//   poisoned        pages past end of file (or a failed read) answer SIGBUS.
+//   poisoned        pages past end of file (or a failed read) answer SIGBUS;
+//   parked          (lazy sizing) resident and clean, its pages dropped and its data in a
+//                   park buffer, so that its next access faults (cache_sizer.h).
 #ifndef UMAP_RUNTIME_MAPPING_H_
 #define UMAP_RUNTIME_MAPPING_H_
 
@@ -29,6 +31,7 @@
 #include "runtime/eviction_batch.h"
 #include "runtime/index_stack.h"
 #include "runtime/io/io_manager.h"
+#include "runtime/reuse_tracker.h"
 #include "runtime/write_back.h"
 #include "umap/env.h"
 
@@ -139,6 +142,34 @@ class Mapping final : public io::IoFileClient {
   // be dropped.
   bool PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch);
   void FinishEvict(const EvictionBatch::Victim& victim);
+  // --- lazy sizing (cache_sizer.h; mapping_park.cc) ---
+  // The mapping's reuse tracker (null when lazy sizing is off); set before it is published.
+  void set_tracker(std::unique_ptr<ReuseTracker> t) { tracker_ = std::move(t); }
+  ReuseTracker* tracker() { return tracker_.get(); }
+  // The sizer parks a sampled block, in two steps around the batch's discard as eviction
+  // does: PreparePark locks a resident, clean, unreferenced block, copies it into park
+  // buffer `park` and lists its pages (false: not parkable now, nothing listed);
+  // FinishPark unlocks it parked, or as it was when its pages could not be dropped.
+  bool PreparePark(uint64_t block, uint32_t park, EvictionBatch* batch);
+  void FinishPark(const EvictionBatch::Victim& victim);
+  // Evicts a block parked in `park` that was not touched for too long (it is clean): its
+  // next access is a miss the tracker sees. False when it is no longer parked there, or
+  // busy now.
+  bool EvictParked(uint64_t block, uint32_t park);
+  // Figures the sizer computes (blocks) and the share of the cache it gives this mapping.
+  void set_sizing(uint32_t virtual_blocks, uint32_t working_set_blocks) {
+    virtual_blocks_.store(virtual_blocks, std::memory_order_relaxed);
+    working_set_blocks_.store(working_set_blocks, std::memory_order_relaxed);
+  }
+  void set_quota(uint32_t blocks) { quota_.store(blocks, std::memory_order_relaxed); }
+  uint32_t quota() const { return quota_.load(std::memory_order_relaxed); }
+  uint32_t virtual_blocks() const { return virtual_blocks_.load(std::memory_order_relaxed); }
+  uint32_t working_set_blocks() const {
+    return working_set_blocks_.load(std::memory_order_relaxed);
+  }
+  uint64_t remisses() const { return remisses_.load(std::memory_order_relaxed); }
+  uint64_t sampled_hits() const { return sampled_hits_.load(std::memory_order_relaxed); }
+
   // Write-back thread: writes shadows of this mapping (distinct blocks) as one batch.
   // Returns false when the write failed (the shadows stay pending; retry later).
   bool WriteShadows(absl::Span<const uint32_t> shadows);
@@ -154,10 +185,11 @@ class Mapping final : public io::IoFileClient {
   // synced reaches the file), and marks it staged. On failure the blocks stay dirty.
   // REQUIRES: write_back()->keeps_evicted(); no fault being resolved (so no eviction).
   absl::Status StageDirty();
-  // Checkpoint, after the final write-back: returns every cache block to the pool, forgets
-  // every block's state except "staged" (the next fault reads the file, or the journal's
-  // staged image) and drops every page of the range. REQUIRES: nothing dirty or in a
-  // shadow, no fill queued (DetachIo), no fault being resolved. Returns 0, EBUSY when a
+  // Checkpoint, after the final write-back: returns every cache block to the pool (parked
+  // blocks' too, with their park buffers), forgets every block's state except "staged" (the
+  // next fault reads the file, or the journal's staged image) and drops every page of the
+  // range. REQUIRES: nothing dirty or in a shadow, no fill queued (DetachIo), no fault
+  // being resolved, the cache sizer's thread stopped. Returns 0, EBUSY when a
   // block still holds unwritten data (nothing dropped then), or the errno of the discard.
   int Evacuate();
 
@@ -180,7 +212,7 @@ class Mapping final : public io::IoFileClient {
   // block, or kNone if none could be freed or the block is past end of file), kResolved
   // (another thread filled or poisoned it), kFilling (a fill is queued or in flight),
   // kStashed (entry locked: a read-ahead trigger waiting in a stash buffer).
-  enum class MissLock { kLocked, kResolved, kFilling, kStashed };
+  enum class MissLock { kLocked, kResolved, kFilling, kStashed, kParked };
   MissLock LockMissing(uint64_t block, size_t valid, uint32_t* cb, CacheEntryTable::Entry* e);
   // Signal mode: sleeps until the queued fill of `block` has completed or failed.
   void WaitWhileFilling(uint64_t block);
@@ -222,6 +254,14 @@ class Mapping final : public io::IoFileClient {
   bool ClaimQueuedFill(uint64_t block);
   // Installs a stashed block (entry locked) from its stash buffer.
   void ServeStash(uint64_t block, CacheEntryTable::Entry e, bool write, pid_t tid);
+  // Lazy sizing, on a miss of `block` whose entry read `pk` before locking: counts a
+  // re-miss (and lets the cache grow) and hands a sampled access to the reuse tracker.
+  void NoteMiss(uint64_t block, CacheEntryTable::Entry pk);
+  // Installs a parked block (entry locked) from its park buffer: a sampled hit.
+  void ServeParked(uint64_t block, CacheEntryTable::Entry e, bool write, pid_t tid);
+  // Installs the park buffer's content for `block` (entry locked, parked) and returns the
+  // entry's new value; 0 and the errno in *err when UFFDIO_COPY failed.
+  uint64_t InstallParked(uint64_t block, CacheEntryTable::Entry e, bool write, int* err);
   // Gives back the stash of `block` if it is stashed (an abandoned trigger); ~0: nothing.
   void DropStash(uint64_t block);
   char* StashBuffer(uint32_t i) const;
@@ -310,6 +350,11 @@ class Mapping final : public io::IoFileClient {
   char* stash_arena_ = nullptr;
   IndexStack stash_free_;
   std::atomic<uint32_t> stream_victim_{0};
+  // Lazy sizing.
+  std::unique_ptr<ReuseTracker> tracker_;
+  std::atomic<uint64_t> remisses_{0}, sampled_hits_{0};
+  std::atomic<uint32_t> quota_{0xffffffffu};
+  std::atomic<uint32_t> virtual_blocks_{0}, working_set_blocks_{0};
 };
 
 }  // namespace umap::runtime

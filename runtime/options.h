@@ -16,8 +16,17 @@ class FileSystem;
 
 namespace umap::runtime {
 
+class MemoryProbe;
+
 struct RuntimeOptions {
-  size_t cache_bytes = size_t{1} << 30;
+  // The hard cap of the cache (resident blocks plus shadow buffers); 0: unset, the memory
+  // budget decides (docs/configuration.md "Memory budget").
+  size_t cache_bytes = 0;
+  // Lazy sizing (docs/design.md "Cache sizing"): the cache starts at lazy_start_bytes and
+  // grows on re-misses up to the hard cap and the budget. Off: a fixed cache of
+  // cache_bytes (unset: the budget at creation).
+  bool lazy_sizing = true;
+  size_t lazy_start_bytes = size_t{8} << 20;
   size_t block_size = 4096;
   unsigned handler_threads = 2;
   unsigned writeback_threads = 1;
@@ -47,6 +56,10 @@ struct RuntimeOptions {
   // after a write error. Null: rocksdb::FileSystem::Default(). Fault injection passes a
   // faultinject::FaultFs here; there is no umap_config field for it.
   std::shared_ptr<rocksdb::FileSystem> journal_fs;
+  // Where lazy sizing learns about memory (limits, usage, pressure). Null: the process's
+  // memory cgroup and /proc (SystemMemoryProbe). Tests pass their own; there is no
+  // umap_config field for it.
+  std::shared_ptr<MemoryProbe> memory_probe;
 
   static RuntimeOptions FromConfig(const umap_config& c);
 };
@@ -54,8 +67,11 @@ struct RuntimeOptions {
 // Validates and derives the pool geometry. kInvalidArgument names the offending field.
 struct Geometry {
   size_t block_size;
-  uint32_t cache_blocks;   // resident cache blocks
+  // Resident cache blocks at most: the hard cap (cache_bytes, or all of RAM when unset;
+  // the pool's limit keeps the cache below it).
+  uint32_t cache_blocks;
   uint32_t shadow_blocks;  // shadow buffers for eviction write-back (part of cache_bytes)
+  uint32_t start_blocks;   // lazy sizing's starting capacity
 };
 absl::StatusOr<Geometry> ComputeGeometry(const RuntimeOptions& options);
 

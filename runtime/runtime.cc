@@ -21,6 +21,7 @@
 #include "runtime/guarded_write_back.h"
 #include "runtime/mapping.h"
 #include "runtime/journal_write_back.h"
+#include "runtime/system_memory_probe.h"
 #include "recovery/recovery.h"
 
 namespace umap::runtime {
@@ -111,16 +112,16 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
       pool_(geo.cache_blocks),
       refs_(&pool_),
       shadows_(geo.shadow_blocks, geo.block_size),
-      fill_tids_(new pid_t[geo.cache_blocks]()),
-      prefetch_blocks_(static_cast<uint32_t>(
-          std::min<size_t>(options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))) {}
+      fill_tids_(geo.cache_blocks),
+      prefetch_blocks_(static_cast<uint32_t>(std::min<size_t>(
+          options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))) {}
 
 absl::Status Runtime::Start() {
   if (shadows_.at(0).data == nullptr) return PosixError(ENOMEM, "allocating shadow buffers");
-  // Evictions are batched so that one TLB flush covers many (eviction_batch.h): up to 32 at
-  // a time, fewer in a small cache so that a batch never empties a large part of it.
-  evict_batch_ = static_cast<int>(std::clamp<uint32_t>(geo_.cache_blocks / 64, 1,
-                                                       BlockPool::kMaxBatch));
+  if (!pool_.ok() || !fill_tids_.ok()) {
+    return PosixError(ENOMEM, absl::StrCat("reserving the metadata of ", geo_.cache_blocks,
+                                           " cache blocks"));
+  }
   if (signal_mode_) {
     // No handler threads: the faulting threads resolve their faults, the I/O manager drives
     // its channels (read-ahead, descriptor-less files) with threads of its own.
@@ -184,6 +185,15 @@ absl::Status Runtime::StartMachinery() {
     absl::MutexLock l(&io_swap_mu_);
     io_ = *std::move(manager);
   }
+  if (!sizing_started_) {
+    // Once, before any thread reads sizer_; after the I/O manager, whose buffers a cache
+    // fixed from the memory budget counts.
+    if (absl::Status s = StartSizing(); !s.ok()) {
+      ReleaseKernelObjects();
+      return s;
+    }
+    sizing_started_ = true;
+  }
   stop_.store(false, std::memory_order_release);
   if (!signal_mode_) {
     if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
@@ -201,6 +211,7 @@ absl::Status Runtime::StartMachinery() {
   for (unsigned i = 0; i < options_.writeback_threads; ++i) {
     writers_.emplace_back([this] { WriteBackLoop(); });
   }
+  if (sizer_ != nullptr) sizer_->Start();
   if (options_.stats_period_ms > 0) {
     auto p = StatsPublisher::Start(this, options_.stats_period_ms);
     if (p.ok()) {
@@ -215,6 +226,8 @@ absl::Status Runtime::StartMachinery() {
 
 void Runtime::StopThreads() {
   stats_.reset();  // its thread reads everything below
+  // Before the write-back threads: the sizer's evictions may wait for them.
+  if (sizer_ != nullptr) sizer_->Stop();
   stop_.store(true);
   uint64_t one = 1;
   if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof(one)) < 0) {
@@ -247,6 +260,7 @@ void Runtime::ReleaseKernelObjects() {
 
 Runtime::~Runtime() {
   stats_.reset();  // its thread reads everything below
+  if (sizer_ != nullptr) sizer_->Stop();  // no more parking or shrinking
   std::vector<Mapping*> left;
   {
     absl::MutexLock l(&mu_);
@@ -409,13 +423,18 @@ void Runtime::WriteBackLoop() {
   }
 }
 
-void Runtime::EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed) {
+void Runtime::EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed,
+                         int pass) {
   EvictionBatch batch;
+  // Several mappings share the cache by marginal gain (cache_sizer.h): in the clock's first
+  // sweep, a mapping within its share keeps its blocks while another is over its share.
+  const bool quotas = pass == 0 && sizer_ != nullptr && sizer_->quotas_active();
   for (int i = 0; i < n; ++i) {
     freed[i] = false;
     Mapping* m = slots_[owners[i] >> 48].load(std::memory_order_acquire);
     // A mapping being unmapped frees its blocks in its own teardown.
     if (m == nullptr) continue;
+    if (quotas && m->resident_blocks() <= m->quota()) continue;
     if (m->PrepareEvict(owners[i] & ((1ull << 48) - 1), cbs[i], &batch)) {
       batch.victims[batch.count - 1].index = i;
     }
@@ -429,10 +448,49 @@ void Runtime::EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, boo
   }
 }
 
+int Runtime::EvictBatchSize() const {
+  // Evictions are batched so that one TLB flush covers many (eviction_batch.h).
+  return static_cast<int>(std::clamp<uint32_t>(pool_.limit() / 64, 1, BlockPool::kMaxBatch));
+}
+
 uint32_t Runtime::TryAcquireBlock() {
   return pool_.AcquireBatched(
-      [this](const uint32_t* c, const uint64_t* o, int n, bool* f) { EvictBatch(c, o, n, f); },
-      [this] { refs_.ReclaimDead(); }, evict_batch_);
+      [this](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
+        EvictBatch(c, o, n, f, pass);
+      },
+      [this] { refs_.ReclaimDead(); }, EvictBatchSize());
+}
+
+uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
+  return pool_.Shrink(
+      [this](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
+        EvictBatch(c, o, n, f, pass);
+      },
+      EvictBatchSize(), max_blocks);
+}
+
+absl::Status Runtime::StartSizing() {
+  std::shared_ptr<MemoryProbe> probe = options_.memory_probe;
+  if (!options_.lazy_sizing && options_.cache_bytes != 0) return absl::OkStatus();  // fixed
+  // Without lazy sizing the budget is read once: no pressure trigger.
+  if (probe == nullptr) probe = SystemMemoryProbe::Create("", options_.lazy_sizing);
+  if (options_.lazy_sizing) {
+    CacheSizer::Options o;
+    o.start_blocks = geo_.start_blocks;
+    o.min_step_blocks = static_cast<uint32_t>(std::max<size_t>(16, (1u << 20) / geo_.block_size));
+    ASSIGN_OR_RETURN(sizer_, CacheSizer::Create(this, std::move(probe), o));
+    return absl::OkStatus();
+  }
+  // Lazy sizing off, cache_bytes unset: a fixed cache of what the budget allows now.
+  ASSIGN_OR_RETURN(MemorySample sample, probe->Sample());
+  MemoryBudget budget;
+  budget.Update(sample, 0, io_->UnrealizedBufferBytes());
+  pool_.set_limit(static_cast<uint32_t>(std::min<uint64_t>(
+      pool_.capacity(), std::max<uint64_t>(SizingPolicy::kMinBlocks,
+                                           budget.allowance() / geo_.block_size))));
+  UMAP_LOG(kInfo, "fixed cache of ", uint64_t{pool_.limit()} * geo_.block_size >> 20,
+           " MiB from the memory budget (", probe->Describe(), ")");
+  return absl::OkStatus();
 }
 
 uint32_t Runtime::AcquireBlock() {
@@ -629,6 +687,18 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   Mapping::Params p{base, length, region, static_cast<uint64_t>(offset), file_size, writable,
                     slot, region_prot};
   auto* m = new Mapping(this, p, std::move(file));
+  if (sizer_ != nullptr) {
+    // Sampling is keyed by block and a per-mapping salt, so that mappings side by side do
+    // not all sample the same offsets.
+    auto tracker =
+        std::make_unique<ReuseTracker>(m->blocks(), 0x9e3779b97f4a7c15ull * (slot + 1));
+    if (!tracker->ok()) {
+      UMAP_LOG(kWarn, "no reuse tracker for ", m->file()->name(),
+               " (address space): its cache share follows its misses only");
+    } else {
+      m->set_tracker(std::move(tracker));
+    }
+  }
   if (write_back != nullptr) m->set_write_back(std::move(write_back));
   m->write_back()->set_io(io_.get());  // the default sink of a read-only mapping, unused
   m->set_protection_boundaries(coh->ProtectionBoundaries(region));
@@ -861,8 +931,22 @@ umap_stats Runtime::Stats() const {
   s.dirty_evictions = counters_.dirty_evictions.load();
   s.io_errors = counters_.io_errors.load();
   s.sigbus_raised = counters_.sigbus.load();
+  const uint64_t bs = geo_.block_size;
   s.cache_bytes_used =
       (static_cast<uint64_t>(pool_.resident()) + shadows_.in_use()) * geo_.block_size;
+  s.lazy_sizing = sizer_ != nullptr ? 1 : 0;
+  s.cache_capacity_bytes = uint64_t{pool_.limit()} * bs;
+  s.cache_ceiling_bytes = s.cache_capacity_bytes;
+  if (sizer_ != nullptr) {
+    const CacheSizer::Figures f = sizer_->figures();
+    s.cache_virtual_bytes = uint64_t{f.virtual_blocks} * bs;
+    s.cache_ceiling_bytes = uint64_t{f.ceiling} * bs;
+    s.memory_limit_bytes = sizer_->budget().limit();
+    s.memory_used_bytes = sizer_->budget().used();
+    s.cache_grows = f.grows;
+    s.cache_shrunk_blocks = f.shrunk_blocks;
+    s.memory_pressure_events = f.pressure_events;
+  }
   s.cache_bytes_peak = static_cast<uint64_t>(pool_.peak_resident()) * geo_.block_size +
                        static_cast<uint64_t>(shadows_.count()) * geo_.block_size;
   s.cache_bytes_limit =
@@ -889,7 +973,11 @@ umap_stats Runtime::Stats() const {
   uint64_t prefetched = 0;
   const uint32_t high = slot_high_.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < high; ++i) {
-    if (Mapping* m = slots_[i].load(std::memory_order_acquire)) prefetched += m->prefetched();
+    if (Mapping* m = slots_[i].load(std::memory_order_acquire)) {
+      prefetched += m->prefetched();
+      s.cache_remisses += m->remisses();
+      s.sampled_hits += m->sampled_hits();
+    }
   }
   s.prefetched_blocks = prefetched;
   s.umsyncs_shared = counters_.shared_syncs.load();
@@ -927,6 +1015,12 @@ bool Runtime::MappingStats(const void* addr, umap_mapping_stats* out) {
   out->reads = (*m)->fills();
   out->prefetched_blocks = (*m)->prefetched();
   out->direct_io = (*m)->direct_io() ? 1 : 0;
+  const uint64_t bs = geo_.block_size;
+  out->capacity_bytes = (*m)->resident_blocks() * bs;
+  out->virtual_bytes = uint64_t{(*m)->virtual_blocks()} * bs;
+  out->max_bytes = uint64_t{std::min((*m)->quota(), pool_.limit())} * bs;
+  out->remisses = (*m)->remisses();
+  out->working_set_bytes = uint64_t{(*m)->working_set_blocks()} * bs;
   return true;
 }
 

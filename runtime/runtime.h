@@ -28,6 +28,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -40,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/block_pool.h"
+#include "runtime/cache_sizer.h"
 #include "runtime/coherence.h"
 #include "runtime/io/io_manager.h"
 #include "runtime/journal_write_back.h"
@@ -49,6 +51,7 @@
 #include "runtime/srcu.h"
 #include "runtime/thread_refs.h"
 #include "runtime/uffd.h"
+#include "runtime/zeroed_array.h"
 #include "umap/umap_types.h"
 
 namespace umap::runtime {
@@ -173,6 +176,17 @@ class Runtime {
   ThreadRefs& refs() { return refs_; }
   ShadowPool& shadows() { return shadows_; }
   Counters& counters() { return counters_; }
+  // Lazy sizing's controller; null when lazy sizing is off.
+  CacheSizer* sizer() { return sizer_.get(); }
+  // The mapping in runtime slot `slot`, or null. REQUIRES: inside WhileMappingsPinned.
+  Mapping* MappingAt(uint32_t slot) const {
+    return slot < kMaxMappings ? slots_[slot].load(std::memory_order_acquire) : nullptr;
+  }
+  // Evicts down to the pool's limit, at most `max_blocks` (the sizer, when the limit fell).
+  // REQUIRES: inside WhileMappingsPinned.
+  uint32_t ShrinkPool(uint32_t max_blocks);
+  // This process's pidfd (batched discards), or -1.
+  int pidfd() const { return pidfd_; }
   Env* env() const { return env_; }
   // The journal directory in use ("" until the first writable mapping, or journal off).
   std::string journal_dir();
@@ -186,10 +200,13 @@ class Runtime {
   io::IoManager& io() { return *io_; }
   // The thread whose fault queued the fill into `cb` (0: read-ahead). Written before the
   // fill is queued, read when it completes (the scheduler's lock orders the two).
-  void set_fill_tid(uint32_t cb, pid_t tid) { fill_tids_[cb] = tid; }
+  void set_fill_tid(uint32_t cb, pid_t tid) { fill_tids_[cb] = tid; }  // (ZeroedArray)
   pid_t fill_tid(uint32_t cb) const { return fill_tids_[cb]; }
-  // Largest read-ahead window in blocks (0: off).
-  uint32_t prefetch_blocks() const { return prefetch_blocks_; }
+  // Largest read-ahead window in blocks (0: off): prefetch_bytes, at most a quarter of the
+  // cache's capacity now.
+  uint32_t prefetch_blocks() const {
+    return std::min<uint32_t>(prefetch_blocks_, pool_.limit() / 4);
+  }
   // The errno of the most recent failed write-back of evicted blocks (0: none yet).
   void NoteWriteBackError(int err) { last_writeback_errno_.store(err, std::memory_order_relaxed); }
   int last_writeback_errno() const { return last_writeback_errno_.load(std::memory_order_relaxed); }
@@ -209,11 +226,12 @@ class Runtime {
           bool signal_mode);
   absl::Status Start();
   // The machinery a quiesce stops: userfaultfd (unless already open), I/O manager and its
-  // rings, handler and write-back threads, stats publisher. On failure what was started is
-  // stopped again.
+  // rings, handler and write-back threads, the cache sizer's thread, stats publisher. The
+  // first call also sets the cache's first limit (StartSizing). On failure what was started
+  // is stopped again.
   absl::Status StartMachinery();
-  // Stops the stats publisher, the handler threads (giving the I/O channels back to the
-  // manager's own threads) and the write-back threads. Idempotent.
+  // Stops the stats publisher, the cache sizer's thread, the handler threads (giving the I/O
+  // channels back to the manager's own threads) and the write-back threads. Idempotent.
   void StopThreads();
   // Closes the I/O manager (REQUIRES: every mapping's queue removed), the userfaultfd and
   // the runtime's other descriptors. Idempotent.
@@ -246,7 +264,12 @@ class Runtime {
   void HandleFault(HandlerCtx& ctx, const uffd_msg& msg);
   Mapping* FindMapping(uint64_t addr) const;
   // The pool's batched eviction callback (BlockPool::AcquireBatched).
-  void EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed);
+  void EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed, int pass);
+  // Victims per eviction batch: up to 32, fewer in a small cache so that a batch never
+  // empties a large part of it.
+  int EvictBatchSize() const;
+  // Sets the pool's first limit and starts lazy sizing (when on).
+  absl::Status StartSizing();
   // Waits until no fault handler (a handler thread, or a thread in its SIGBUS handler) can
   // still hold a pointer to a mapping whose slot was cleared before the call.
   void WaitForHandlers() { mapping_srcu_.Synchronize(); }
@@ -267,13 +290,12 @@ class Runtime {
   std::unique_ptr<Uffd> uffd_;
   int stop_fd_ = -1;  // eventfd that wakes the handlers for shutdown
   int pidfd_ = -1;    // this process, for batched discards (process_madvise)
-  int evict_batch_ = 1;
 
   BlockPool pool_;
   ThreadRefs refs_;
   ShadowPool shadows_;
   Counters counters_;
-  std::unique_ptr<pid_t[]> fill_tids_;
+  ZeroedArray<pid_t> fill_tids_;
   uint32_t prefetch_blocks_ = 0;
   // Destroyed explicitly after every mapping (its channels call into mappings).
   std::unique_ptr<io::IoManager> io_;
@@ -296,6 +318,9 @@ class Runtime {
   std::unique_ptr<IndexStack> run_free_;
 
   std::unique_ptr<StatsPublisher> stats_;  // stopped first at destruction
+  // Stopped early at destruction, destroyed last (mappings give back its park buffers).
+  std::unique_ptr<CacheSizer> sizer_;
+  bool sizing_started_ = false;  // StartSizing ran (with the first StartMachinery)
 
   std::atomic<bool> stop_{false};
   std::atomic<int> last_writeback_errno_{0};

@@ -177,6 +177,7 @@ void Runtime::AbortQuiesce(const std::vector<Mapping*>& maps, bool detached) {
       }
     }
   }
+  if (sizer_ != nullptr) sizer_->Start();
   WakeParkedThreads();
   ReopenGate();
 }
@@ -206,6 +207,9 @@ absl::Status Runtime::Quiesce() {
     // the rest: nothing can become dirty after this capture.
     state_.store(static_cast<uint32_t>(RuntimeState::kQuiescing), std::memory_order_release);
     WaitForHandlers();
+    // The sizer parks, expires and shrinks: none of that may change a block once the final
+    // write-back has looked at it.
+    if (sizer_ != nullptr) sizer_->Stop();
     for (Mapping* m : maps) m->DetachIo();
     detached = true;
     s = WriteBackForQuiesce(maps, /*final=*/true);
@@ -231,6 +235,8 @@ absl::Status Runtime::Quiesce() {
           err, absl::StrCat("umap_quiesce: dropping the cached pages of ", m->file()->name()));
     }
   }
+  // Every parked block went with its mapping's cache: the park buffers' copies go too.
+  if (s.ok() && sizer_ != nullptr) sizer_->DropParkBuffers();
   ReleaseKernelObjects();
   if (s.ok()) {
     absl::MutexLock l(&mu_);
@@ -239,7 +245,14 @@ absl::Status Runtime::Quiesce() {
   if (!s.ok()) {
     // Everything was written back; bring the machinery up again and run on.
     absl::Status up = StartMachinery();
-    if (up.ok()) up = RegisterAgain(maps);
+    if (up.ok()) {
+      up = RegisterAgain(maps);
+      if (!up.ok()) {
+        // Left quiesced: nothing of the machinery may run (a resume starts it again).
+        StopThreads();
+        ReleaseKernelObjects();
+      }
+    }
     if (!up.ok()) {
       UMAP_LOG(kError, "after a failed quiesce (", s.ToString(),
                ") the runtime could not start again: ", up.ToString(),

@@ -118,7 +118,21 @@ void StatsPublisher::FillRuntime(StatsLayout* l) {
     l->cache_bytes_used = s.cache_bytes_used;
     l->cache_bytes_peak = s.cache_bytes_peak;
     l->cache_bytes_limit = s.cache_bytes_limit;
-    l->cache_bytes_virtual = 0;
+    l->cache_bytes_virtual = s.cache_virtual_bytes;
+    l->lazy_sizing = static_cast<uint32_t>(s.lazy_sizing);
+    l->cache_bytes_capacity = s.cache_capacity_bytes;
+    l->cache_bytes_ceiling = s.cache_ceiling_bytes;
+    l->memory_limit_bytes = s.memory_limit_bytes;
+    l->memory_used_bytes = s.memory_used_bytes;
+    l->cache_remisses = s.cache_remisses;
+    l->cache_grows = s.cache_grows;
+    l->cache_shrunk_blocks = s.cache_shrunk_blocks;
+    l->memory_pressure_events = s.memory_pressure_events;
+    l->sampled_hits = s.sampled_hits;
+    if (CacheSizer* z = rt_->sizer()) {
+      l->board_runtimes = z->figures().board_runtimes;
+      Put(l->memory_source, z->probe().Describe());
+    }
     l->faults_missing = s.faults_missing;
     l->faults_wp = s.faults_wp;
     l->evictions = s.evictions;
@@ -175,6 +189,11 @@ void StatsPublisher::FillRuntime(StatsLayout* l) {
       e.prefetched_blocks = m.prefetched();
       e.umsyncs = m.umsyncs();
       e.umsync_age_us = Age(now, m.umsync_started_us());
+      e.virtual_bytes = uint64_t{m.virtual_blocks()} * bs;
+      e.max_bytes = uint64_t{std::min(m.quota(), rt_->pool().limit())} * bs;
+      e.remisses = m.remisses();
+      e.working_set_bytes = uint64_t{m.working_set_blocks()} * bs;
+      e.sampled_hits = m.sampled_hits();
     });
     l->mappings_total = total;
     l->mappings_listed = listed;

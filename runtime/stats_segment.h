@@ -29,7 +29,7 @@
 namespace umap::runtime {
 
 inline constexpr char kStatsMagic[8] = {'U', 'M', 'A', 'P', 'S', 'T', 'A', 'T'};
-inline constexpr uint32_t kStatsVersion = 1;
+inline constexpr uint32_t kStatsVersion = 2;
 inline constexpr int kStatsMaxMappings = 256;  // more are counted, not listed
 inline constexpr int kStatsPathBytes = 256;    // longer paths keep their last bytes
 inline constexpr int kStatsSizeBuckets = 12;   // as umap_stats.io_size_hist
@@ -67,6 +67,12 @@ struct StatsMapping {
   uint64_t prefetched_blocks;
   uint64_t umsyncs;        // umsync calls finished
   uint64_t umsync_age_us;  // the running umsync's age; 0 when none runs
+  // Cache sizing (this mapping's part of the cache; 0 when lazy sizing is off).
+  uint64_t virtual_bytes;      // its virtual capacity
+  uint64_t max_bytes;          // the most it may hold now (its share)
+  uint64_t remisses;           // misses of blocks it had before
+  uint64_t working_set_bytes;  // 99% of its reuses are within this
+  uint64_t sampled_hits;       // accesses to its parked sample blocks
 };
 
 struct StatsLayout {
@@ -96,8 +102,17 @@ struct StatsLayout {
   uint64_t io_timeout_ms;  // deadline of one I/O attempt
   uint64_t io_retries;     // retries after a timeout
   // Cache (all mappings of the runtime together).
-  uint64_t cache_bytes_used, cache_bytes_peak, cache_bytes_limit;
-  uint64_t cache_bytes_virtual;  // 0 until lazy sizing exists
+  uint64_t cache_bytes_used, cache_bytes_peak, cache_bytes_limit;  // limit: the hard cap
+  uint64_t cache_bytes_virtual;  // virtual capacity (0: not known, or lazy sizing off)
+  // Cache sizing.
+  uint32_t lazy_sizing;          // 1 when the cache sizes itself
+  uint32_t board_runtimes;       // runtimes sharing the memory cgroup's room (0: no board)
+  uint64_t cache_bytes_capacity; // the capacity now
+  uint64_t cache_bytes_ceiling;  // the most it may grow to now
+  uint64_t memory_limit_bytes, memory_used_bytes;  // the budget's source (cgroup or machine)
+  uint64_t cache_remisses, cache_grows, cache_shrunk_blocks, memory_pressure_events;
+  uint64_t sampled_hits;
+  char memory_source[kStatsPathBytes];  // where the memory figures come from
   // Counters (umap_stats).
   uint64_t faults_missing, faults_wp, evictions, dirty_evictions, sigbus, io_errors;
   uint64_t io_reads, io_bytes, io_writes, io_write_bytes, io_timeouts, io_retries_done,

@@ -71,6 +71,23 @@ void TextRuntime(const StatsSnapshot& s, const StatOptions& o, std::string* out)
       HumanBytes(l.cache_bytes_limit), " cap (peak ", HumanBytes(l.cache_bytes_peak),
       l.cache_bytes_virtual ? absl::StrCat(", virtual ", HumanBytes(l.cache_bytes_virtual)) : "",
       ")\n");
+  if (l.lazy_sizing) {
+    // The capacity, what it may grow to, and what the memory budget is made of.
+    absl::StrAppend(
+        out, "  sizing     capacity ", HumanBytes(l.cache_bytes_capacity), ", ceiling ",
+        HumanBytes(l.cache_bytes_ceiling), "; re-misses ", l.cache_remisses, ", grew ",
+        l.cache_grows, " times, shrunk by ", l.cache_shrunk_blocks, " blocks; pressure events ",
+        l.memory_pressure_events, "; sampled hits ", l.sampled_hits, "\n");
+    absl::StrAppend(out, "  memory     ", HumanBytes(l.memory_used_bytes), " used of ",
+                    HumanBytes(l.memory_limit_bytes), " (", Field(l.memory_source), ")",
+                    l.board_runtimes > 1
+                        ? absl::StrCat("; shared with ", l.board_runtimes - 1, " other runtime",
+                                       l.board_runtimes > 2 ? "s" : "")
+                        : "",
+                    "\n");
+  } else {
+    absl::StrAppend(out, "  sizing     fixed cache of ", HumanBytes(l.cache_bytes_capacity), "\n");
+  }
   absl::StrAppend(out, "  faults     ", l.faults_missing, " missing, ", l.faults_wp,
                   " first writes; evictions ", l.evictions, " (", l.dirty_evictions,
                   " dirty); SIGBUS ", l.sigbus, "; I/O errors ", l.io_errors, "\n");
@@ -127,6 +144,11 @@ void TextRuntime(const StatsSnapshot& s, const StatOptions& o, std::string* out)
         m.direct_io ? " (O_DIRECT)" : "", ", umsyncs ", m.umsyncs,
         m.umsync_age_us ? absl::StrCat(" (one running for ", Seconds(m.umsync_age_us), ")") : "",
         "\n");
+    if (l.lazy_sizing) {
+      absl::StrAppend(out, "      cache share: virtual ", HumanBytes(m.virtual_bytes), ", max ",
+                      HumanBytes(m.max_bytes), ", working set ", HumanBytes(m.working_set_bytes),
+                      ", re-misses ", m.remisses, ", sampled hits ", m.sampled_hits, "\n");
+    }
   }
 }
 
@@ -167,6 +189,21 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
   w->Field("peak_bytes", l.cache_bytes_peak);
   w->Field("cap_bytes", l.cache_bytes_limit);
   w->Field("virtual_bytes", l.cache_bytes_virtual);
+  w->Field("lazy_sizing", l.lazy_sizing != 0);
+  w->Field("capacity_bytes", l.cache_bytes_capacity);
+  w->Field("ceiling_bytes", l.cache_bytes_ceiling);
+  w->Field("remisses", l.cache_remisses);
+  w->Field("grows", l.cache_grows);
+  w->Field("shrunk_blocks", l.cache_shrunk_blocks);
+  w->Field("pressure_events", l.memory_pressure_events);
+  w->Field("sampled_hits", l.sampled_hits);
+  w->EndObject();
+  w->Key("memory");
+  w->BeginObject();
+  w->Field("limit_bytes", l.memory_limit_bytes);
+  w->Field("used_bytes", l.memory_used_bytes);
+  w->Field("source", Field(l.memory_source));
+  w->Field("runtimes_sharing", uint64_t{l.board_runtimes});
   w->EndObject();
   w->Key("counters");
   w->BeginObject();
@@ -238,6 +275,11 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
     w->Field("hits", m.hits);
     w->Field("misses", m.misses);
     w->Field("first_writes", m.first_writes);
+    w->Field("virtual_bytes", m.virtual_bytes);
+    w->Field("max_bytes", m.max_bytes);
+    w->Field("remisses", m.remisses);
+    w->Field("working_set_bytes", m.working_set_bytes);
+    w->Field("sampled_hits", m.sampled_hits);
     w->Field("resident_bytes", m.resident_bytes);
     w->Field("dirty_blocks", m.dirty_blocks);
     w->Field("bytes_read", m.bytes_read);
@@ -353,7 +395,14 @@ std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOpti
     kMapFaults,
     kMapMisses,
     kMapResident,
-    kMapDirty
+    kMapDirty,
+    kCapacity,
+    kVirtual,
+    kCeiling,
+    kRemisses,
+    kPressure,
+    kMapVirtual,
+    kMapWorkingSet
   };
   std::vector<Metric> ms = {
       {"umap_cache_bytes", "gauge", "Resident cached bytes (blocks plus shadow buffers).", ""},
@@ -377,6 +426,16 @@ std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOpti
       {"umap_mapping_misses_total", "counter", "Faults of one mapping that read the file.", ""},
       {"umap_mapping_resident_bytes", "gauge", "Resident bytes of one mapping.", ""},
       {"umap_mapping_dirty_blocks", "gauge", "Dirty blocks of one mapping.", ""},
+      {"umap_cache_capacity_bytes", "gauge", "The cache's capacity now (lazy sizing moves it).",
+       ""},
+      {"umap_cache_virtual_bytes", "gauge",
+       "Virtual capacity: the smallest capacity predicted to miss about as often.", ""},
+      {"umap_cache_ceiling_bytes", "gauge",
+       "The most the cache may grow to now (hard cap, memory budget, pressure).", ""},
+      {"umap_cache_remisses_total", "counter", "Misses of blocks that were cached before.", ""},
+      {"umap_memory_pressure_events_total", "counter", "Memory pressure events acted on.", ""},
+      {"umap_mapping_virtual_bytes", "gauge", "Virtual capacity of one mapping.", ""},
+      {"umap_mapping_working_set_bytes", "gauge", "Estimated working set of one mapping.", ""},
   };
   auto add = [&](int i, const std::string& labels, double v) {
     absl::StrAppend(&ms[i].samples, ms[i].name, "{", labels, "} ", absl::StrFormat("%.15g", v),
@@ -408,6 +467,11 @@ std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOpti
       add(kPending, id, l.journal_pending_txns);
       add(kStaged, id, l.journal_staged_bytes);
       add(kSegmentAge, id, SinceUs(s) / 1e6);
+      add(kCapacity, id, l.cache_bytes_capacity);
+      add(kVirtual, id, l.cache_bytes_virtual);
+      add(kCeiling, id, l.cache_bytes_ceiling);
+      add(kRemisses, id, l.cache_remisses);
+      add(kPressure, id, l.memory_pressure_events);
       for (uint32_t i = 0; i < l.mappings_listed; ++i) {
         const StatsMapping& m = l.mappings[i];
         const std::string ml = absl::StrCat(id, ",file=\"", Label(Field(m.path)), "\"");
@@ -415,6 +479,8 @@ std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOpti
         add(kMapMisses, ml, m.misses);
         add(kMapResident, ml, m.resident_bytes);
         add(kMapDirty, ml, m.dirty_blocks);
+        add(kMapVirtual, ml, m.virtual_bytes);
+        add(kMapWorkingSet, ml, m.working_set_bytes);
       }
     }
   }

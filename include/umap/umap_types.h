@@ -85,7 +85,8 @@ typedef struct umap_map_options {
 #define UMAP_IO_SIZE_BUCKETS 12
 
 typedef struct umap_config {
-  size_t cache_bytes;        /* bound on resident cached data, all mappings together */
+  size_t cache_bytes;        /* hard cap on cached data, all mappings together; 0: unset, the
+                                memory budget (cgroup limit or MemAvailable) decides */
   size_t block_size;         /* power of two >= page size */
   unsigned handler_threads;  /* userfaultfd fault handlers */
   unsigned writeback_threads;/* background write-back workers */
@@ -105,6 +106,9 @@ typedef struct umap_config {
   size_t prefetch_bytes;     /* largest read-ahead window of a sequential stream (0: off) */
   umap_fault_mode fault_mode;/* who resolves page faults (default: signal) */
   unsigned stats_period_ms;  /* period of the stats segment umap-stat reads (0: none) */
+  int lazy_sizing;           /* 1 (default): the cache starts small, grows on re-misses up to
+                                cache_bytes and the memory budget, shrinks under memory
+                                pressure; 0: a fixed cache of cache_bytes */
   int checkpoint_control;    /* 1: serve the process's checkpoint control socket, through
                                 which umap-ctl quiesces and resumes it around a CRIU dump and
                                 restore (UMAP_CHECKPOINT; docs/operations.md) */
@@ -141,6 +145,21 @@ typedef struct umap_stats {
   int fault_mode;            /* UMAP_FAULT_SIGNAL or UMAP_FAULT_HANDLER */
   int uffd_access;           /* a umap_uffd_access value */
   uint64_t io_inline_reads;  /* of io_reads: read by the faulting thread itself (signal mode) */
+  /* Cache sizing (docs/design.md "Cache sizing"). cache_bytes_limit above is the hard cap. */
+  int lazy_sizing;           /* 1 when the cache sizes itself */
+  uint64_t cache_capacity_bytes; /* the capacity now (lazy sizing moves it) */
+  uint64_t cache_virtual_bytes;  /* virtual capacity: the smallest capacity predicted to miss
+                                    about as often as the current one (0: not known) */
+  uint64_t cache_ceiling_bytes;  /* the most the cache may grow to now: hard cap, memory
+                                    budget and pressure together */
+  uint64_t memory_limit_bytes;   /* the limit the budget comes from: the memory cgroup's, or
+                                    MemTotal when there is none */
+  uint64_t memory_used_bytes;    /* used against it (cgroup: charged minus inactive file) */
+  uint64_t cache_remisses;       /* misses of blocks an access had brought in before */
+  uint64_t cache_grows;          /* times a re-miss grew the capacity */
+  uint64_t cache_shrunk_blocks;  /* blocks evicted to bring the cache down to a lower limit */
+  uint64_t memory_pressure_events; /* pressure events acted on */
+  uint64_t sampled_hits;         /* accesses to parked sample blocks (the tracker's hits) */
 } umap_stats;
 
 /* Per-mapping figures (umap_get_mapping_stats): bytes each file received, for fairness. */
@@ -149,6 +168,12 @@ typedef struct umap_mapping_stats {
   uint64_t reads;            /* merged reads */
   uint64_t prefetched_blocks;
   int direct_io;             /* 1 when reads bypass the page cache (O_DIRECT) */
+  /* Cache sizing: this mapping's part of the cache. */
+  uint64_t capacity_bytes;   /* resident now */
+  uint64_t virtual_bytes;    /* its virtual capacity (0: not known, or lazy sizing off) */
+  uint64_t max_bytes;        /* the most it may hold now: its share of the cache */
+  uint64_t remisses;         /* misses of blocks it had before */
+  uint64_t working_set_bytes;/* estimated working set: 99% of its reuses are within this */
 } umap_mapping_stats;
 
 typedef struct umap_runtime umap_runtime;

@@ -372,6 +372,18 @@ IoManager::IoManager(const IoOptions& options, Env* env, Engine engine)
                                  options.timeout_us},
               env) {}
 
+size_t IoManager::UnrealizedBufferBytes() const {
+  if (buffers_ == nullptr || buffers_len_ == 0) return 0;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = (buffers_len_ + page - 1) / page;
+  // The sizer's thread, every 100 ms: a small vector, not the fault path.
+  std::vector<unsigned char> vec(pages);
+  if (::mincore(buffers_, buffers_len_, vec.data()) != 0) return buffers_len_;
+  size_t absent = 0;
+  for (unsigned char v : vec) absent += (v & 1) ? 0 : 1;
+  return absent * page;
+}
+
 absl::Status IoManager::Start() {
   const unsigned uring_slots =
       engine_ == Engine::kUring ? options_.uring_channels * options_.depth : 0;

@@ -165,6 +165,10 @@ class IoManager {
                      absl::FunctionRef<void()> before_each);
   WriteEngine& writer() { return writer_; }
 
+  // Bytes of the channels' read buffers that are not resident yet (mincore): memory the
+  // manager may still take as reads use more slots (the memory budget counts it).
+  size_t UnrealizedBufferBytes() const;
+
  private:
   struct QueueState;
   class UringChannel;

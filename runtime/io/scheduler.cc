@@ -6,7 +6,7 @@
 namespace umap::runtime::io {
 
 IoScheduler::IoScheduler(uint32_t nodes, uint32_t max_queues)
-    : nodes_(new Node[nodes]), node_count_(nodes) {
+    : nodes_(nodes), node_count_(nodes) {
   heap_.reserve(max_queues);
   requeued_.reserve(nodes);  // a run holds at least one cb, so this many always fit
 }

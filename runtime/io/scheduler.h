@@ -32,6 +32,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "runtime/zeroed_array.h"
 
 namespace umap::runtime::io {
 
@@ -129,7 +130,8 @@ class IoScheduler {
   void SiftDown(int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  std::unique_ptr<Node[]> nodes_ ABSL_GUARDED_BY(mu_);
+  // Sized for the pool's capacity, touched as cbs are used (all-zero: not queued).
+  ZeroedArray<Node> nodes_ ABSL_GUARDED_BY(mu_);
   const uint32_t node_count_;
   std::vector<IoQueue*> heap_ ABSL_GUARDED_BY(mu_);  // capacity reserved once
   struct Due {

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "runtime/options.h"
 #include "runtime/preload/range_set.h"
 #include "runtime/preload/real_calls.h"
 #include "runtime/preload/umap_c_api.h"
@@ -50,9 +51,12 @@ umap_config LoadConfig(int* err) {
 }
 
 // A chunk of a kernel access must stay resident while the call runs: a quarter of the
-// cache, at most 16 MiB.
+// cache, at most 16 MiB. With lazy sizing the cache may be as small as its start.
 size_t ChunkBytes(const umap_config& c, size_t page) {
-  return std::max(page, std::min<size_t>(16u << 20, c.cache_bytes / 4) / page * page);
+  const size_t cache = c.cache_bytes != 0 && !c.lazy_sizing
+                           ? c.cache_bytes
+                           : umap::runtime::RuntimeOptions().lazy_start_bytes;
+  return std::max(page, std::min<size_t>(16u << 20, cache / 4) / page * page);
 }
 
 // Flags the kernel ignores for file mappings; Umap is not asked about them.

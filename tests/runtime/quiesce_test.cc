@@ -1,9 +1,10 @@
 // Runtime::Quiesce / Resume (docs/design.md "Quiesce and resume"): a quiesce leaves nothing
 // CRIU cannot dump (no userfaultfd, no io_uring, none of Umap's threads but the control
-// thread, no journal lock) and every byte written before it in the file; a thread touching a
-// quiesced mapping waits and then proceeds with the right bytes; a resume refuses a journal
-// or a file that another process changed meanwhile (fenced), waits out a locked journal, and
-// a quiesce whose write-back fails leaves the runtime running with nothing lost. The
+// thread, the cache sizer's included, no journal lock, no parked block) and every byte
+// written before it in the file; a thread touching a quiesced mapping waits and then
+// proceeds with the right bytes; a resume refuses a journal or a file that another process
+// changed meanwhile (fenced), waits out a locked journal, and restarts lazy sizing; a
+// quiesce whose write-back fails leaves the runtime running with nothing lost. The
 // end-to-end test with real criu is tests/criu/criu_test.sh.
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -25,6 +27,8 @@
 #include "base/posix_error.h"
 #include "faultinject/fault_env.h"
 #include "journal/journal.h"
+#include "runtime/cache_sizer.h"
+#include "runtime/mapping.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_file.h"
 #include "tests/testing/status_matchers.h"
@@ -198,6 +202,71 @@ TEST_P(QuiesceTest, KeepsEveryWriteAndLeavesNothingCriuCannotDump) {
   ASSERT_OK(rt_->Sync(p_, kSize));
   EXPECT_EQ(ReadAll(dir_.File("f")), want_);
   EXPECT_GT(rt_->Stats().io_reads, 0u);
+}
+
+// Lazy sizing parks sampled resident blocks: their pages are dropped, their data waits in a
+// park buffer, their cache block stays held. A quiesce must give those back with the rest
+// of the cache, and the blocks' data must come back from the file (or the journal).
+TEST_P(QuiesceTest, ParkedBlocksLeaveWithTheCacheAndTheirDataComesBack) {
+  CacheSizer* sizer = rt_->sizer();
+  ASSERT_NE(sizer, nullptr) << "lazy sizing is on by default";
+  Scribble('p');
+  ASSERT_OK(rt_->Sync(p_, kSize));
+  // Touch a few blocks, let the sizer park some, then stop it, so that what is parked stays
+  // parked until the quiesce (which stops it too).
+  std::vector<uint64_t> parked;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (parked.empty() && std::chrono::steady_clock::now() < deadline) {
+    sizer->Start();
+    for (size_t b = 0; b < 16; ++b) {
+      EXPECT_EQ(static_cast<volatile char*>(p_)[b * kBlock + 17], want_[b * kBlock + 17]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    sizer->Stop();
+    rt_->WhileMappingsPinned([&] {
+      rt_->ForEachMapping([&](Mapping& m) {
+        for (uint64_t b = 0; b < m.blocks(); ++b) {
+          if (m.table().Load(b).parked()) parked.push_back(b);
+        }
+      });
+    });
+  }
+  ASSERT_FALSE(parked.empty()) << "the sizer parked no block in 10 s";
+  ASSERT_GT(sizer->parks().in_use(), 0u);
+  const uint64_t parks_before = sizer->figures().parks;
+
+  ASSERT_OK(rt_->Quiesce());
+  EXPECT_EQ(sizer->parks().in_use(), 0u) << "every park buffer given back";
+  EXPECT_EQ(rt_->Stats().cache_bytes_used, 0u) << "parked blocks' cache blocks given back";
+  EXPECT_TRUE(WaitForIoUringThreadsToExit().ok());
+  EXPECT_TRUE(UmapAndIoUringThreads().empty()) << ::testing::PrintToString(UmapAndIoUringThreads());
+  EXPECT_EQ(VmaAt(p_).rss_kb, 0);
+  rt_->WhileMappingsPinned([&] {
+    rt_->ForEachMapping([&](Mapping& m) {
+      for (uint64_t b : parked) EXPECT_FALSE(m.table().Load(b).parked()) << "block " << b;
+    });
+  });
+
+  ASSERT_OK(rt_->Resume());
+  for (uint64_t b : parked) {
+    EXPECT_EQ(std::vector<char>(p_ + b * kBlock, p_ + (b + 1) * kBlock),
+              std::vector<char>(want_.begin() + b * kBlock, want_.begin() + (b + 1) * kBlock))
+        << "parked block " << b << " after the resume";
+  }
+  EXPECT_EQ(std::vector<char>(p_, p_ + kSize), want_);
+  // Lazy sizing runs again: its thread is back and parks again.
+  const auto again = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sizer->figures().parks == parks_before && std::chrono::steady_clock::now() < again) {
+    for (size_t b = 0; b < 16; ++b) (void)static_cast<volatile char*>(p_)[b * kBlock];
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(sizer->figures().parks, parks_before) << "no parking after the resume";
+  const std::vector<std::string> threads = UmapAndIoUringThreads();
+  EXPECT_NE(std::find(threads.begin(), threads.end(), "umap-sizer"), threads.end())
+      << ::testing::PrintToString(threads);
+  Scribble('q');
+  ASSERT_OK(rt_->Sync(p_, kSize));
+  EXPECT_EQ(ReadAll(dir_.File("f")), want_);
 }
 
 TEST_P(QuiesceTest, QuiesceAndResumeAreIdempotent) {

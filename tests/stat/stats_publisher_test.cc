@@ -183,5 +183,21 @@ TEST_F(StatsPublisherTest, TheSegmentGoesAwayWithTheRuntime) {
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 
+TEST_F(StatsPublisherTest, CacheSizingFiguresArePublished) {
+  for (size_t off = 0; off < 8 * kBlock; off += kBlock) (void)static_cast<volatile char*>(p_)[off];
+  const tools::StatsSnapshot s = SnapUntil([](const StatsLayout& l) {
+    return l.mappings_listed == 1 && l.mappings[0].max_bytes > 0;
+  });
+  ASSERT_NE(s.layout, nullptr);
+  const StatsLayout& l = *s.layout;
+  const umap_stats st = rt_->Stats();
+  EXPECT_EQ(l.lazy_sizing, 1u);
+  EXPECT_EQ(l.cache_bytes_capacity, st.cache_capacity_bytes);
+  EXPECT_GT(l.cache_bytes_ceiling, 0u);
+  EXPECT_GT(l.memory_limit_bytes, 0u);
+  EXPECT_NE(std::string(l.memory_source), "");
+  EXPECT_EQ(l.mappings[0].max_bytes, st.cache_capacity_bytes) << "one mapping: all of it";
+}
+
 }  // namespace
 }  // namespace umap::runtime

@@ -134,6 +134,52 @@ TEST(UmapStatRenderTest, PrometheusExpositionHasTypesLabelsAndEscapes) {
       << t;
 }
 
+TEST(UmapStatRenderTest, CacheSizingIsShownInEveryFormat) {
+  StatsSnapshot s = Snapshot(0);
+  StatsLayout& l = *s.layout;
+  l.lazy_sizing = 1;
+  l.cache_bytes_capacity = 24 << 20;
+  l.cache_bytes_ceiling = 200 << 20;
+  l.cache_bytes_virtual = 12 << 20;
+  l.cache_remisses = 77;
+  l.cache_grows = 5;
+  l.memory_pressure_events = 2;
+  l.memory_limit_bytes = 256 << 20;
+  l.memory_used_bytes = 100 << 20;
+  l.board_runtimes = 2;
+  StatsSegment::CopyField(l.memory_source, runtime::kStatsPathBytes, "cgroup v1 /sys/x");
+  l.mappings[0].virtual_bytes = 8 << 20;
+  l.mappings[0].max_bytes = 24 << 20;
+  l.mappings[0].working_set_bytes = 9 << 20;
+  l.mappings[0].remisses = 70;
+  const ProcessStats p = Process(std::move(s));
+  const std::string text = RenderText(p, StatOptions{});
+  EXPECT_NE(text.find("sizing     capacity 24.0 MiB, ceiling 200.0 MiB; re-misses 77, grew 5 "
+                      "times, shrunk by 0 blocks; pressure events 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("memory     100.0 MiB used of 256.0 MiB (cgroup v1 /sys/x); shared with 1 "
+                      "other runtime\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cache share: virtual 8.0 MiB, max 24.0 MiB, working set 9.0 MiB, "
+                      "re-misses 70"),
+            std::string::npos)
+      << text;
+  const std::string j = RenderJson(p, StatOptions{});
+  EXPECT_TRUE(jsoncheck::IsValidJson(j)) << j;
+  EXPECT_NE(j.find("\"lazy_sizing\":true,\"capacity_bytes\":25165824,\"ceiling_bytes\":209715200"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"working_set_bytes\":9437184"), std::string::npos) << j;
+  std::vector<ProcessStats> ps;
+  ps.push_back(Process(Snapshot(0)));
+  ps[0].runtimes[0].layout->cache_bytes_virtual = 4096;
+  const std::string t = RenderPrometheus(ps, StatOptions{});
+  EXPECT_NE(t.find("umap_cache_virtual_bytes{pid=\"42\",runtime=\"0\"} 4096\n"), std::string::npos)
+      << t;
+}
+
 TEST(UmapStatRenderTest, HumanBytes) {
   EXPECT_EQ(HumanBytes(0), "0 B");
   EXPECT_EQ(HumanBytes(1023), "1023 B");

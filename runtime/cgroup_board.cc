@@ -1,0 +1,131 @@
+#include "runtime/cgroup_board.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/posix_error.h"
+#include "runtime/stats_segment.h"
+
+namespace umap::runtime {
+namespace {
+
+constexpr char kMagic[8] = {'U', 'M', 'A', 'P', 'B', 'R', 'D', '1'};
+
+// FNV-1a: the same in every process (absl::Hash is seeded per process).
+uint64_t StableHash(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+uint64_t CgroupBoard::MaxMinShare(absl::Span<const uint64_t> demands, size_t me,
+                                  uint64_t room) {
+  // Water-filling: in order of demand, each takes min(demand, equal share of what is left).
+  std::vector<size_t> order(demands.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return demands[a] != demands[b] ? demands[a] < demands[b] : a < b;
+  });
+  uint64_t left = room;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const uint64_t equal = left / (order.size() - k);
+    const uint64_t got = std::min(demands[order[k]], equal);
+    if (order[k] == me) return got;
+    left -= got;
+  }
+  return 0;
+}
+
+absl::StatusOr<std::unique_ptr<CgroupBoard>> CgroupBoard::Join(const std::string& cgroup_id,
+                                                               const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/umap-board.", ::geteuid(), ".",
+                                        absl::Hex(StableHash(cgroup_id), absl::kZeroPad16));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return PosixError(errno, absl::StrCat("opening the cgroup board ", path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    ::close(fd);
+    return PosixError(EPERM, absl::StrCat(path, " is not this user's private file"));
+  }
+  if (static_cast<size_t>(st.st_size) < sizeof(Layout) &&
+      ::ftruncate(fd, static_cast<off_t>(sizeof(Layout))) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return PosixError(err, absl::StrCat("sizing the cgroup board ", path));
+  }
+  void* p = ::mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return PosixError(err, absl::StrCat("mapping the cgroup board ", path));
+  auto* l = static_cast<Layout*>(p);
+  // A new file is all zeros, and every field's zero is its initial state; the magic only
+  // tells a foreign file apart.
+  if (l->magic[0] == 0) std::memcpy(l->magic, kMagic, sizeof kMagic);
+  if (std::memcmp(l->magic, kMagic, sizeof kMagic) != 0) {
+    ::munmap(p, sizeof(Layout));
+    return PosixError(EINVAL, absl::StrCat(path, " is not a umap cgroup board"));
+  }
+  static std::atomic<uint32_t> seq{0};
+  const uint64_t owner = uint64_t{static_cast<uint32_t>(::getpid())} << 32 |
+                         (seq.fetch_add(1, std::memory_order_relaxed) + 1);
+  const uint64_t now = StatsSegment::MonotonicMicros();
+  for (int i = 0; i < kSlots; ++i) {
+    Slot& s = l->slot[i];
+    uint64_t cur = s.owner.load(std::memory_order_acquire);
+    const bool stale = cur != 0 && now - s.heartbeat_us.load(std::memory_order_relaxed) > kStaleUs;
+    if (cur != 0 && !stale) continue;
+    if (!s.owner.compare_exchange_strong(cur, owner, std::memory_order_acq_rel)) continue;
+    s.heartbeat_us.store(now, std::memory_order_relaxed);
+    s.held.store(0, std::memory_order_relaxed);
+    s.demand.store(0, std::memory_order_relaxed);
+    return std::unique_ptr<CgroupBoard>(new CgroupBoard(path, l, i, owner));
+  }
+  ::munmap(p, sizeof(Layout));
+  return PosixError(EBUSY, absl::StrCat("all ", kSlots, " slots of ", path, " are taken"));
+}
+
+CgroupBoard::~CgroupBoard() {
+  uint64_t me = owner_;
+  layout_->slot[slot_].owner.compare_exchange_strong(me, 0, std::memory_order_acq_rel);
+  ::munmap(layout_, sizeof(Layout));
+}
+
+CgroupBoard::View CgroupBoard::Publish(uint64_t held, uint64_t demand, uint64_t now_us,
+                                       absl::FunctionRef<uint64_t(uint64_t)> room) {
+  Slot& mine = layout_->slot[slot_];
+  mine.held.store(held, std::memory_order_relaxed);
+  mine.demand.store(demand, std::memory_order_relaxed);
+  mine.heartbeat_us.store(now_us, std::memory_order_release);
+  if (mine.owner.load(std::memory_order_acquire) != owner_) {
+    // Taken over as stale (this process stalled for seconds): claim it back.
+    mine.owner.store(owner_, std::memory_order_release);
+  }
+  uint64_t demands[kSlots];
+  size_t n = 0, me = 0;
+  View v;
+  for (int i = 0; i < kSlots; ++i) {
+    const Slot& s = layout_->slot[i];
+    if (s.owner.load(std::memory_order_acquire) == 0) continue;
+    if (i != slot_ && now_us - s.heartbeat_us.load(std::memory_order_acquire) > kStaleUs) {
+      continue;
+    }
+    if (i == slot_) me = n;
+    v.held_total += s.held.load(std::memory_order_relaxed);
+    demands[n++] = s.demand.load(std::memory_order_relaxed);
+  }
+  v.runtimes = static_cast<uint32_t>(n);
+  v.share = MaxMinShare(absl::MakeConstSpan(demands, n), me, room(v.held_total));
+  return v;
+}
+
+}  // namespace umap::runtime

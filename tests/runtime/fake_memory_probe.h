@@ -1,0 +1,63 @@
+// A MemoryProbe whose figures and pressure events the test sets (lazy sizing tests).
+#ifndef UMAP_TESTS_RUNTIME_FAKE_MEMORY_PROBE_H_
+#define UMAP_TESTS_RUNTIME_FAKE_MEMORY_PROBE_H_
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "runtime/memory_probe.h"
+
+namespace umap::testing {
+
+class FakeMemoryProbe final : public runtime::MemoryProbe {
+ public:
+  // A machine of `limit` bytes with `used` in use, no cgroup limit.
+  FakeMemoryProbe(uint64_t limit, uint64_t used)
+      : efd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    Set(limit, used);
+  }
+  ~FakeMemoryProbe() override { ::close(efd_); }
+
+  void Set(uint64_t limit, uint64_t used) {
+    absl::MutexLock l(&mu_);
+    sample_.limit = limit;
+    sample_.used = used;
+    sample_.available = limit > used ? limit - used : 0;
+  }
+  // One pressure event, as a PSI trigger would report.
+  void Pressure() {
+    uint64_t one = 1;
+    (void)!::write(efd_, &one, sizeof one);
+  }
+  int samples() const {
+    absl::MutexLock l(&mu_);
+    return samples_;
+  }
+
+  absl::StatusOr<runtime::MemorySample> Sample() override {
+    absl::MutexLock l(&mu_);
+    ++samples_;
+    return sample_;
+  }
+  int pressure_fd() const override { return efd_; }
+  bool TakePressure() override {
+    uint64_t n = 0;
+    return ::read(efd_, &n, sizeof n) == sizeof n && n > 0;
+  }
+  std::string Describe() const override { return "fake memory probe"; }
+  std::string cgroup_id() const override { return ""; }
+
+ private:
+  const int efd_;
+  mutable absl::Mutex mu_;
+  runtime::MemorySample sample_ ABSL_GUARDED_BY(mu_);
+  int samples_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace umap::testing
+
+#endif  // UMAP_TESTS_RUNTIME_FAKE_MEMORY_PROBE_H_
