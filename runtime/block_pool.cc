@@ -7,7 +7,7 @@ namespace umap::runtime {
 
 BlockPool::BlockPool(uint32_t capacity, uint32_t limit)
     : capacity_(capacity),
-      cbs_(capacity),
+      cache_blocks_(capacity),
       free_(capacity),
       limit_(limit == 0 ? capacity : std::min(limit, capacity)) {}
 
@@ -33,8 +33,8 @@ uint32_t BlockPool::TakeFree() {
   do {
     if (h >= limit_.load(std::memory_order_relaxed)) return kNone;
   } while (!held_.compare_exchange_weak(h, h + 1, std::memory_order_relaxed));
-  uint32_t cb = free_.Pop();
-  if (cb == IndexStack::kEmpty) {
+  uint32_t cache_block = free_.Pop();
+  if (cache_block == IndexStack::kEmpty) {
     // CBs never used before are taken in order; their metadata is still all zero.
     uint32_t f = fresh_.load(std::memory_order_relaxed);
     do {
@@ -43,20 +43,20 @@ uint32_t BlockPool::TakeFree() {
         return kNone;
       }
     } while (!fresh_.compare_exchange_weak(f, f + 1, std::memory_order_relaxed));
-    cb = f;
+    cache_block = f;
   }
-  cbs_[cb].state.store(kBusyState, std::memory_order_relaxed);
-  return cb;
+  cache_blocks_[cache_block].state.store(kBusyState, std::memory_order_relaxed);
+  return cache_block;
 }
 
-void BlockPool::PushFree(uint32_t cb) {
-  cbs_[cb].state.store(kFree, std::memory_order_release);
-  free_.Push(cb);
+void BlockPool::PushFree(uint32_t cache_block) {
+  cache_blocks_[cache_block].state.store(kFree, std::memory_order_release);
+  free_.Push(cache_block);
   held_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void BlockPool::Retire(uint32_t cb, bool forced) {
-  Cb& c = cbs_[cb];
+void BlockPool::Retire(uint32_t cache_block, bool forced) {
+  Cb& c = cache_blocks_[cache_block];
   if (forced) forced_.fetch_add(1, std::memory_order_relaxed);
   c.owner.store(0, std::memory_order_relaxed);
   // New generation, no references: stale references to the old content are ignored.
@@ -67,8 +67,8 @@ void BlockPool::Retire(uint32_t cb, bool forced) {
 
 uint32_t BlockPool::Acquire(EvictFn evict, ReclaimFn reclaim) {
   return AcquireBatched(
-      [&](const uint32_t* cbs, const uint64_t* owners, int n, bool* freed, int) {
-        for (int i = 0; i < n; ++i) freed[i] = evict(cbs[i], owners[i]);
+      [&](const uint32_t* cache_blocks, const uint64_t* owners, int n, bool* freed, int) {
+        for (int i = 0; i < n; ++i) freed[i] = evict(cache_blocks[i], owners[i]);
       },
       reclaim, 1);
 }
@@ -83,7 +83,7 @@ void BlockPool::Collect(int pass, int max, uint64_t* budget, Victims* v) {
   for (; *budget > 0 && v->n < max; --*budget) {
     const uint32_t idx =
         static_cast<uint32_t>(hand_.fetch_add(1, std::memory_order_relaxed) % high);
-    Cb& c = cbs_[idx];
+    Cb& c = cache_blocks_[idx];
     if (c.state.load(std::memory_order_relaxed) != kResident) continue;
     if (pass < 2 && static_cast<uint32_t>(c.refgen.load(std::memory_order_relaxed)) != 0) {
       continue;
@@ -93,7 +93,7 @@ void BlockPool::Collect(int pass, int max, uint64_t* budget, Victims* v) {
     if (!c.state.compare_exchange_strong(expected, kBusyState, std::memory_order_acquire)) {
       continue;
     }
-    v->cbs[v->n] = idx;
+    v->cache_blocks[v->n] = idx;
     v->owners[v->n] = owner(idx);
     ++v->n;
   }
@@ -101,28 +101,28 @@ void BlockPool::Collect(int pass, int max, uint64_t* budget, Victims* v) {
 
 uint32_t BlockPool::Evict(BatchEvictFn evict, int pass, Victims* v, bool keep_one,
                           uint32_t* freed_count) {
-  evict(v->cbs, v->owners, v->n, v->freed, pass);
+  evict(v->cache_blocks, v->owners, v->n, v->freed, pass);
   uint32_t kept = kNone;
   for (int k = 0; k < v->n; ++k) {
-    const uint32_t cb = v->cbs[k];
+    const uint32_t cache_block = v->cache_blocks[k];
     if (!v->freed[k]) {
-      cbs_[cb].state.store(kResident, std::memory_order_release);
+      cache_blocks_[cache_block].state.store(kResident, std::memory_order_release);
       continue;
     }
     ++*freed_count;
-    Retire(cb, pass == 2);
+    Retire(cache_block, pass == 2);
     if (keep_one && kept == kNone) {
-      kept = cb;
+      kept = cache_block;
     } else {
-      PushFree(cb);
+      PushFree(cache_block);
     }
   }
   return kept;
 }
 
 uint32_t BlockPool::AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int max_batch) {
-  uint32_t cb = TakeFree();
-  if (cb != kNone) return cb;
+  uint32_t cache_block = TakeFree();
+  if (cache_block != kNone) return cache_block;
   max_batch = std::clamp(max_batch, 1, kMaxBatch);
   Victims v;
   uint32_t freed = 0;
@@ -134,11 +134,11 @@ uint32_t BlockPool::AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int ma
     uint64_t budget = 2ull * fresh_.load(std::memory_order_relaxed) + 1;
     while (budget > 0) {
       // A CB freed concurrently (uunmap, another thread's batch, a raised limit) first.
-      if ((cb = TakeFree()) != kNone) return cb;
+      if ((cache_block = TakeFree()) != kNone) return cache_block;
       Collect(pass, max_batch, &budget, &v);
       if (v.n == 0) break;
-      cb = Evict(evict, pass, &v, /*keep_one=*/true, &freed);
-      if (cb != kNone) return cb;
+      cache_block = Evict(evict, pass, &v, /*keep_one=*/true, &freed);
+      if (cache_block != kNone) return cache_block;
     }
   }
   return kNone;
@@ -163,27 +163,27 @@ uint32_t BlockPool::Shrink(BatchEvictFn evict, int max_batch, uint32_t max_block
   return freed;
 }
 
-void BlockPool::Publish(uint32_t cb, uint64_t owner) {
-  Cb& c = cbs_[cb];
+void BlockPool::Publish(uint32_t cache_block, uint64_t owner) {
+  Cb& c = cache_blocks_[cache_block];
   c.owner.store(owner + 1, std::memory_order_relaxed);
   c.referenced.store(1, std::memory_order_relaxed);
   c.state.store(kResident, std::memory_order_release);
   NoteResident(1);
 }
 
-void BlockPool::Release(uint32_t cb) {
-  Cb& c = cbs_[cb];
+void BlockPool::Release(uint32_t cache_block) {
+  Cb& c = cache_blocks_[cache_block];
   if (c.owner.load(std::memory_order_relaxed) != 0) {
     c.owner.store(0, std::memory_order_relaxed);
     NoteResident(-1);
   }
   uint64_t rg = c.refgen.load(std::memory_order_relaxed);
   c.refgen.store(((rg >> 32) + 1) << 32, std::memory_order_release);
-  PushFree(cb);
+  PushFree(cache_block);
 }
 
-bool BlockPool::Claim(uint32_t cb) {
-  Cb& c = cbs_[cb];
+bool BlockPool::Claim(uint32_t cache_block) {
+  Cb& c = cache_blocks_[cache_block];
   for (;;) {
     uint32_t expected = kResident;
     if (c.state.compare_exchange_weak(expected, kBusyState, std::memory_order_acquire)) {
@@ -195,12 +195,12 @@ bool BlockPool::Claim(uint32_t cb) {
   }
 }
 
-void BlockPool::Unclaim(uint32_t cb) {
-  cbs_[cb].state.store(kResident, std::memory_order_release);
+void BlockPool::Unclaim(uint32_t cache_block) {
+  cache_blocks_[cache_block].state.store(kResident, std::memory_order_release);
 }
 
-bool BlockPool::AddRef(uint32_t cb, uint32_t gen) {
-  std::atomic<uint64_t>& rg = cbs_[cb].refgen;
+bool BlockPool::AddRef(uint32_t cache_block, uint32_t gen) {
+  std::atomic<uint64_t>& rg = cache_blocks_[cache_block].refgen;
   uint64_t v = rg.load(std::memory_order_relaxed);
   while (static_cast<uint32_t>(v >> 32) == gen) {
     if (rg.compare_exchange_weak(v, v + 1, std::memory_order_relaxed)) return true;
@@ -208,19 +208,21 @@ bool BlockPool::AddRef(uint32_t cb, uint32_t gen) {
   return false;
 }
 
-void BlockPool::DropRef(uint32_t cb, uint32_t gen) {
-  std::atomic<uint64_t>& rg = cbs_[cb].refgen;
+void BlockPool::DropRef(uint32_t cache_block, uint32_t gen) {
+  std::atomic<uint64_t>& rg = cache_blocks_[cache_block].refgen;
   uint64_t v = rg.load(std::memory_order_relaxed);
   while (static_cast<uint32_t>(v >> 32) == gen && static_cast<uint32_t>(v) != 0) {
     if (rg.compare_exchange_weak(v, v - 1, std::memory_order_relaxed)) return;
   }
 }
 
-CbState BlockPool::state(uint32_t cb) const {
-  const Cb& c = cbs_[cb];
+CbState BlockPool::state(uint32_t cache_block) const {
+  const Cb& c = cache_blocks_[cache_block];
   switch (c.state.load(std::memory_order_acquire)) {
-    case kFree: return CbState::kInactive;
-    case kBusyState: return CbState::kBusy;
+    case kFree:
+      return CbState::kInactive;
+    case kBusyState:
+      return CbState::kBusy;
     default:
       return static_cast<uint32_t>(c.refgen.load(std::memory_order_relaxed)) != 0
                  ? CbState::kActive

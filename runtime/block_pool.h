@@ -41,7 +41,7 @@ class BlockPool {
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
   // False when the metadata could not be allocated.
-  bool ok() const { return cbs_.ok(); }
+  bool ok() const { return cache_blocks_.ok(); }
 
   uint32_t capacity() const { return capacity_; }
   uint32_t resident() const { return resident_.load(std::memory_order_relaxed); }
@@ -56,10 +56,10 @@ class BlockPool {
   // once). False when it changed meanwhile.
   bool TryRaiseLimit(uint32_t from, uint32_t to);
 
-  // Tries to free the content of CB `cb` whose owner token is `owner` (the owner's eviction:
-  // lock the block, write back if dirty, unmap). Returns false when it cannot right now
+  // Tries to free the content of CB `cache_block` whose owner token is `owner` (the owner's
+  // eviction: lock the block, write back if dirty, unmap). Returns false when it cannot right now
   // (block locked by someone else, owner gone); the pool then tries another CB.
-  using EvictFn = absl::FunctionRef<bool(uint32_t cb, uint64_t owner)>;
+  using EvictFn = absl::FunctionRef<bool(uint32_t cache_block, uint64_t owner)>;
   // Called when no unreferenced CB is found: drop references of dead threads.
   using ReclaimFn = absl::FunctionRef<void()>;
 
@@ -68,11 +68,11 @@ class BlockPool {
   uint32_t Acquire(EvictFn evict, ReclaimFn reclaim);
 
   // Batched eviction: evicts up to `max_batch` victims at once (freed[i] reports which of
-  // cbs[0..n) the owner freed), returns one freed CB and puts the others on the free list.
+  // cache_blocks[0..n) the owner freed), returns one freed CB and puts the others on the free list.
   // The owner can then drop all their pages with one TLB flush (eviction_batch.h).
   // `pass`: 0 for the clock's first sweep (the owner may decline victims it would rather
   // keep, e.g. a mapping below its share of the cache), 1 and 2 for the later ones.
-  using BatchEvictFn = absl::FunctionRef<void(const uint32_t* cbs, const uint64_t* owners,
+  using BatchEvictFn = absl::FunctionRef<void(const uint32_t* cache_blocks, const uint64_t* owners,
                                               int n, bool* freed, int pass)>;
   static constexpr int kMaxBatch = 32;
   uint32_t AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int max_batch);
@@ -82,30 +82,34 @@ class BlockPool {
   // to the free list. Returns how many were freed.
   uint32_t Shrink(BatchEvictFn evict, int max_batch, uint32_t max_blocks);
 
-  // The caller installed data for `owner` in `cb` (which it got from Acquire): make it
+  // The caller installed data for `owner` in `cache_block` (which it got from Acquire): make it
   // resident (semi-active, clock bit set).
-  void Publish(uint32_t cb, uint64_t owner);
+  void Publish(uint32_t cache_block, uint64_t owner);
   // Returns a CB the caller owns (kBusy) to the free list.
-  void Release(uint32_t cb);
+  void Release(uint32_t cache_block);
   // Marks a resident CB busy so that the caller may release it (used by uunmap). Waits while
   // another thread holds it busy. Returns false if the CB is not resident.
-  bool Claim(uint32_t cb);
+  bool Claim(uint32_t cache_block);
   // Gives back a CB claimed by Acquire's sweep or Claim without changing its content.
-  void Unclaim(uint32_t cb);
+  void Unclaim(uint32_t cache_block);
 
   // Reference counting for the per-thread reference map. A reference names a CB and its
   // generation; references to an older generation (the CB was reused) are ignored.
-  uint32_t generation(uint32_t cb) const {
-    return static_cast<uint32_t>(cbs_[cb].refgen.load(std::memory_order_acquire) >> 32);
+  uint32_t generation(uint32_t cache_block) const {
+    return static_cast<uint32_t>(
+        cache_blocks_[cache_block].refgen.load(std::memory_order_acquire) >> 32);
   }
-  bool AddRef(uint32_t cb, uint32_t gen);
-  void DropRef(uint32_t cb, uint32_t gen);
+  bool AddRef(uint32_t cache_block, uint32_t gen);
+  void DropRef(uint32_t cache_block, uint32_t gen);
   // Marks the CB recently used (clock bit).
-  void Touch(uint32_t cb) { cbs_[cb].referenced.store(1, std::memory_order_relaxed); }
+  void Touch(uint32_t cache_block) {
+    cache_blocks_[cache_block].referenced.store(1, std::memory_order_relaxed);
+  }
 
-  CbState state(uint32_t cb) const;
-  uint64_t owner(uint32_t cb) const {
-    return cbs_[cb].owner.load(std::memory_order_acquire) - 1;  // stored + 1: 0 is no owner
+  CbState state(uint32_t cache_block) const;
+  uint64_t owner(uint32_t cache_block) const {
+    return cache_blocks_[cache_block].owner.load(std::memory_order_acquire) -
+           1;  // stored + 1: 0 is no owner
   }
   uint64_t forced_evictions() const { return forced_.load(std::memory_order_relaxed); }
 
@@ -119,7 +123,7 @@ class BlockPool {
     std::atomic<uint8_t> referenced;
   };
   struct Victims {
-    uint32_t cbs[kMaxBatch];
+    uint32_t cache_blocks[kMaxBatch];
     uint64_t owners[kMaxBatch];
     bool freed[kMaxBatch];
     int n = 0;
@@ -129,9 +133,9 @@ class BlockPool {
   // Takes a free CB (state kBusy) if fewer than limit() are held, else kNone.
   uint32_t TakeFree();
   // Puts a CB the caller holds busy on the free list.
-  void PushFree(uint32_t cb);
+  void PushFree(uint32_t cache_block);
   // A CB its owner just freed: fresh generation, no owner.
-  void Retire(uint32_t cb, bool forced);
+  void Retire(uint32_t cache_block, bool forced);
   // Moves the clock hand over up to *budget CBs and claims (busy) up to `max` victims that
   // sweep `pass` may take.
   void Collect(int pass, int max, uint64_t* budget, Victims* v);
@@ -141,7 +145,7 @@ class BlockPool {
   uint32_t Evict(BatchEvictFn evict, int pass, Victims* v, bool keep_one, uint32_t* freed_count);
 
   const uint32_t capacity_;
-  ZeroedArray<Cb> cbs_;
+  ZeroedArray<Cb> cache_blocks_;
   IndexStack free_;
   std::atomic<uint32_t> fresh_{0};  // CBs [0, fresh_) were handed out at least once
   std::atomic<uint32_t> held_{0};

@@ -33,7 +33,7 @@
 // for the pool, evictable), is clean, and its data waits in park buffer `park_index`; the
 // fault installs it from there (cache_sizer.h).
 //
-// A queued fill (kFilling) owns the cache block in the cb field: the block is neither
+// A queued fill (kFilling) owns the cache block in the cache_block field: the block is neither
 // present nor evictable, a second fault on it is dropped (the fill wakes every waiter), and
 // the I/O manager's scheduler finds adjacent queued blocks through these bits (the PIAO
 // order is the table itself: neighbours are one index away).
@@ -83,12 +83,12 @@ class CacheEntryTable {
     bool seen() const { return v & kSeen; }
     bool parked() const { return v & kParked; }
     uint32_t park_index() const { return stash_index(); }
-    uint32_t cb() const { return static_cast<uint32_t>(v & kCbMask); }
+    uint32_t cache_block() const { return static_cast<uint32_t>(v & kCbMask); }
     // Shadow slot, valid when shadow().
     uint32_t shadow_index() const { return static_cast<uint32_t>(((v & kShadowMask) >> 32) - 1); }
   };
 
-  static uint64_t WithCb(uint64_t v, uint32_t cb) { return (v & ~kCbMask) | cb; }
+  static uint64_t WithCb(uint64_t v, uint32_t cache_block) { return (v & ~kCbMask) | cache_block; }
   static uint64_t WithShadow(uint64_t v, uint32_t shadow) {
     return (v & ~kShadowMask) | kShadow | (static_cast<uint64_t>(shadow + 1) << 32);
   }

@@ -41,15 +41,16 @@ CacheSizer::CacheSizer(Runtime* rt, std::shared_ptr<MemoryProbe> probe, const Op
                        uint32_t floor_blocks)
     : rt_(rt),
       probe_(std::move(probe)),
-      o_(o),
+      options_(o),
       floor_blocks_(floor_blocks),
-      policy_(SizingPolicy::Options{floor_blocks, o.min_step_blocks, 4'000'000, 64'000'000,
-                                    2'000'000}),
+      policy_(
+          SizingPolicy::Options{floor_blocks, o.min_step_blocks, 4'000'000, 64'000'000, 2'000'000}),
       parks_(o.park_buffers, rt->geometry().block_size),
       park_records_(o.park_buffers) {}
 
-absl::StatusOr<std::unique_ptr<CacheSizer>> CacheSizer::Create(
-    Runtime* rt, std::shared_ptr<MemoryProbe> probe, const Options& o) {
+absl::StatusOr<std::unique_ptr<CacheSizer>> CacheSizer::Create(Runtime* rt,
+                                                               std::shared_ptr<MemoryProbe> probe,
+                                                               const Options& o) {
   BlockPool& pool = rt->pool();
   const uint32_t floor = std::min(o.start_blocks, pool.capacity());
   std::unique_ptr<CacheSizer> s(new CacheSizer(rt, std::move(probe), o, floor));
@@ -59,14 +60,14 @@ absl::StatusOr<std::unique_ptr<CacheSizer>> CacheSizer::Create(
   s->pressure_fd_ = s->probe_->pressure_fd();
   const uint64_t now = StatsSegment::MonotonicMicros();
   s->ProbeMemory(now);
-  const SizingPolicy::Output out = s->policy_.Step(
-      {now, floor, pool.capacity(), s->allowance_blocks_.load(), floor, false});
+  const SizingPolicy::Output out =
+      s->policy_.Step({now, floor, pool.capacity(), s->allowance_blocks_.load(), floor, false});
   pool.set_limit(out.limit);
   s->ceiling_.store(out.ceiling, std::memory_order_relaxed);
   s->last_epoch_us_ = now;
   UMAP_LOG(kInfo, "lazy cache sizing: start ", Mib(pool.limit(), rt->geometry().block_size),
-           ", hard cap ", Mib(pool.capacity(), rt->geometry().block_size), ", memory: ",
-           s->probe_->Describe(), ", budget allows ",
+           ", hard cap ", Mib(pool.capacity(), rt->geometry().block_size),
+           ", memory: ", s->probe_->Describe(), ", budget allows ",
            Mib(s->allowance_blocks_.load(), rt->geometry().block_size),
            s->board_ ? absl::StrCat(", shared through ", s->board_->path()) : "");
   return s;
@@ -118,7 +119,7 @@ void CacheSizer::DropParkBuffers() {
 }
 
 uint32_t CacheSizer::step(uint32_t limit) const {
-  return std::max(o_.min_step_blocks, limit / 8);
+  return std::max(options_.min_step_blocks, limit / 8);
 }
 
 void CacheSizer::OnReMiss() {
@@ -133,8 +134,8 @@ void CacheSizer::OnReMiss() {
     blocked_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const uint32_t to = static_cast<uint32_t>(
-      std::min<uint64_t>(ceiling, uint64_t{limit} + step(limit)));
+  const uint32_t to =
+      static_cast<uint32_t>(std::min<uint64_t>(ceiling, uint64_t{limit} + step(limit)));
   if (pool.TryRaiseLimit(limit, to)) grows_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -156,7 +157,7 @@ CacheSizer::Figures CacheSizer::figures() const {
 void CacheSizer::Loop() {
   ::pthread_setname_np(::pthread_self(), "umap-sizer");
   pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {pressure_fd_, POLLIN | POLLPRI, 0}};
-  int timeout = static_cast<int>(o_.tick_ms);
+  int timeout = static_cast<int>(options_.tick_ms);
   for (;;) {
     const int r = ::poll(fds, pressure_fd_ >= 0 ? 2 : 1, timeout);
     if (r < 0 && errno != EINTR) {
@@ -168,15 +169,15 @@ void CacheSizer::Loop() {
     if (r > 0 && pressure_fd_ >= 0 && fds[1].revents != 0) {
       if (fds[1].revents & (POLLERR | POLLNVAL)) {
         // The trigger's file went away (its cgroup was removed): the usage threshold stays.
-        UMAP_LOG(kWarn, "cache sizer: the memory pressure trigger failed (",
-                 probe_->Describe(), "); watching usage only");
+        UMAP_LOG(kWarn, "cache sizer: the memory pressure trigger failed (", probe_->Describe(),
+                 "); watching usage only");
         pressure_fd_ = -1;
       } else {
         pressure = probe_->TakePressure();
       }
     }
     const bool busy = Tick(StatsSegment::MonotonicMicros(), pressure);
-    timeout = static_cast<int>(busy ? o_.tick_ms : o_.probe_ms);
+    timeout = static_cast<int>(busy ? options_.tick_ms : options_.probe_ms);
   }
 }
 
@@ -186,12 +187,12 @@ bool CacheSizer::Tick(uint64_t now_us, bool pressure_event) {
   rt_->WhileMappingsPinned([&] {
     busy = DrainAndPark(now_ms);
     ExpireParks(now_ms);
-    if (now_us - last_epoch_us_ >= uint64_t{o_.epoch_ms} * 1000) {
+    if (now_us - last_epoch_us_ >= uint64_t{options_.epoch_ms} * 1000) {
       last_epoch_us_ = now_us;
       EndEpoch();
     }
   });
-  if (pressure_event || now_us - last_probe_us_ >= uint64_t{o_.probe_ms} * 1000) {
+  if (pressure_event || now_us - last_probe_us_ >= uint64_t{options_.probe_ms} * 1000) {
     ProbeMemory(now_us);
   }
   BlockPool& pool = rt_->pool();
@@ -209,7 +210,7 @@ bool CacheSizer::Tick(uint64_t now_us, bool pressure_event) {
   ceiling_.store(out.ceiling, std::memory_order_relaxed);
   if (pool.held() > pool.limit()) {
     uint32_t freed = 0;
-    rt_->WhileMappingsPinned([&] { freed = rt_->ShrinkPool(o_.shrink_per_tick); });
+    rt_->WhileMappingsPinned([&] { freed = rt_->ShrinkPool(options_.shrink_per_tick); });
     shrunk_.fetch_add(freed, std::memory_order_relaxed);
     busy = true;  // more next tick (dirty blocks wait for their write-back)
   }
@@ -238,7 +239,7 @@ bool CacheSizer::DrainAndPark(uint32_t now_ms) {
   std::vector<Candidate> candidates;
   const uint64_t now = ReuseTracker::Now();
   const uint32_t per_mapping =
-      std::max<uint32_t>(4, 4 * o_.parks_per_tick / static_cast<uint32_t>(mappings.size()));
+      std::max<uint32_t>(4, 4 * options_.parks_per_tick / static_cast<uint32_t>(mappings.size()));
   for (size_t k = 0; k < mappings.size(); ++k) {
     Mapping& m = *mappings[(next_mapping_ + k) % mappings.size()];
     ReuseTracker& t = *m.tracker();
@@ -247,7 +248,7 @@ bool CacheSizer::DrainAndPark(uint32_t now_ms) {
       if (e.present()) {
         // No skipping: a resident block the parking budget cannot take waits for the next
         // tick, so that every resident block gets its turn.
-        if (candidates.size() >= o_.parks_per_tick) return false;
+        if (candidates.size() >= options_.parks_per_tick) return false;
         candidates.push_back({&m, block, stale});
       } else if (!e.parked()) {
         t.NoteAbsent(block, now);
@@ -258,7 +259,7 @@ bool CacheSizer::DrainAndPark(uint32_t now_ms) {
   next_mapping_ = (next_mapping_ + 1) % static_cast<uint32_t>(mappings.size());
   EvictionBatch batch;
   const int max_parks =
-      static_cast<int>(std::min<uint32_t>(o_.parks_per_tick, EvictionBatch::kMax));
+      static_cast<int>(std::min<uint32_t>(options_.parks_per_tick, EvictionBatch::kMax));
   for (const Candidate& c : candidates) {
     if (batch.count >= max_parks) break;
     const uint32_t park = parks_.Acquire();
@@ -281,7 +282,7 @@ bool CacheSizer::DrainAndPark(uint32_t now_ms) {
 void CacheSizer::ExpireParks(uint32_t now_ms) {
   for (uint32_t i = 0; i < park_records_.size(); ++i) {
     ParkRecord& r = park_records_[i];
-    if (r.ms == 0 || now_ms - r.ms < o_.park_max_ms) continue;
+    if (r.ms == 0 || now_ms - r.ms < options_.park_max_ms) continue;
     // Its access did not come: the block leaves the cache, so that the buffer can watch
     // another one, and its next access, a miss, still measures its reuse from the parking.
     // (A record whose block was served meanwhile finds it no longer parked there.)
@@ -308,7 +309,7 @@ void CacheSizer::EndEpoch() {
     if (t == nullptr) return;
     t->EndEpoch(now, [&](uint64_t b) {
       const CacheEntryTable::Entry e = m.table().Load(b);
-      return e.present() ? ReuseTracker::State::kResident
+      return e.present()  ? ReuseTracker::State::kResident
              : e.parked() ? ReuseTracker::State::kParked
                           : ReuseTracker::State::kAbsent;
     });
@@ -316,8 +317,8 @@ void CacheSizer::EndEpoch() {
     const uint64_t c = m.resident_blocks();
     uint64_t v = c;  // nothing known yet: keep what it has
     if (h.total_rate() > 0) {
-      const double target =
-          h.MissesAt(static_cast<double>(c)) * (1 + o_.tolerance) + o_.floor_fraction * h.total_rate();
+      const double target = h.MissesAt(static_cast<double>(c)) * (1 + options_.tolerance) +
+                            options_.floor_fraction * h.total_rate();
       v = std::min<uint64_t>(c, h.CapacityFor(target));
     }
     m.set_sizing(static_cast<uint32_t>(std::min<uint64_t>(v, UINT32_MAX)),
@@ -367,8 +368,9 @@ void CacheSizer::ProbeMemory(uint64_t now_us) {
   const uint64_t held = uint64_t{pool.held()} * bs;
   budget_.Update(*s, held, rt_->io().UnrealizedBufferBytes());
   uint64_t allowance = budget_.allowance();
-  if (board_ == nullptr && o_.use_board && s->cgroup_limited && !probe_->cgroup_id().empty()) {
-    auto b = CgroupBoard::Join(probe_->cgroup_id(), o_.board_dir);
+  if (board_ == nullptr && options_.use_board && s->cgroup_limited &&
+      !probe_->cgroup_id().empty()) {
+    auto b = CgroupBoard::Join(probe_->cgroup_id(), options_.board_dir);
     if (b.ok()) {
       board_ = *std::move(b);
     } else if (!probe_error_logged_) {
@@ -381,8 +383,7 @@ void CacheSizer::ProbeMemory(uint64_t now_us) {
     // Ask for one more step when growth was blocked since the last period.
     const uint64_t blocked = blocked_.load(std::memory_order_relaxed);
     const uint32_t limit = pool.limit();
-    const uint64_t demand =
-        (uint64_t{limit} + (blocked != blocked_seen_ ? step(limit) : 0)) * bs;
+    const uint64_t demand = (uint64_t{limit} + (blocked != blocked_seen_ ? step(limit) : 0)) * bs;
     blocked_seen_ = blocked;
     const uint64_t margin = budget_.margin(), reserved = budget_.reserved();
     const CgroupBoard::View v = board_->Publish(held, demand, now_us, [&](uint64_t caches) {

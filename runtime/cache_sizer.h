@@ -129,7 +129,7 @@ class CacheSizer {
 
   Runtime* const rt_;
   const std::shared_ptr<MemoryProbe> probe_;
-  const Options o_;
+  const Options options_;
   const uint32_t floor_blocks_;
   SizingPolicy policy_;
   MemoryBudget budget_;

@@ -45,9 +45,7 @@ Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
   }
 }
 
-Mapping::~Mapping() {
-  UnmapBuffer(stash_arena_, size_t{kStashes} * block_size_);
-}
+Mapping::~Mapping() { UnmapBuffer(stash_arena_, size_t{kStashes} * block_size_); }
 
 char* Mapping::StashBuffer(uint32_t i) const { return stash_arena_ + size_t{i} * block_size_; }
 
@@ -71,9 +69,8 @@ void Mapping::RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl:
   char* addr = BlockAddr(block);
   if (!why.ok()) {
     // Slow path: say what failed and where, once per failure.
-    UMAP_LOG(kError, "SIGBUS to thread ", tid, " at ", AddrHex(addr), " (",
-             file_->name(), " offset ", file_offset_ + block * block_size_, "): ",
-             why.ToString());
+    UMAP_LOG(kError, "SIGBUS to thread ", tid, " at ", AddrHex(addr), " (", file_->name(),
+             " offset ", file_offset_ + block * block_size_, "): ", why.ToString());
   }
   int err = rt_->uffd().Poison(addr, block_size_);
   if (err != 0) {
@@ -84,13 +81,13 @@ void Mapping::RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl:
   table_.Unlock(block, entry | Table::kPoisoned);
 }
 
-Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* cb,
+Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* cache_block,
                                        Table::Entry* e) {
-  *cb = BlockPool::kNone;
+  *cache_block = BlockPool::kNone;
   // The cache block is acquired before the entry is locked: acquiring may wait for
   // write-back threads, and those take entry locks; holding one here could deadlock.
   for (;;) {
-    if (valid > 0 && *cb == BlockPool::kNone) {
+    if (valid > 0 && *cache_block == BlockPool::kNone) {
       Table::Entry pk = table_.Load(block);
       if (pk.filling()) return MissLock::kFilling;
       if (pk.stashed() || pk.parked()) {
@@ -102,25 +99,25 @@ Mapping::MissLock Mapping::LockMissing(uint64_t block, size_t valid, uint32_t* c
         continue;
       }
       if (!IsFilled(pk)) {
-        *cb = rt_->AcquireBlock();
-        if (*cb == BlockPool::kNone) break;  // reported by the caller, under the lock
+        *cache_block = rt_->AcquireBlock();
+        if (*cache_block == BlockPool::kNone) break;  // reported by the caller, under the lock
       }
     }
     *e = table_.Lock(block);
     if (e->stashed() || e->parked()) {
-      if (*cb != BlockPool::kNone) rt_->pool().Release(*cb);
-      *cb = BlockPool::kNone;
+      if (*cache_block != BlockPool::kNone) rt_->pool().Release(*cache_block);
+      *cache_block = BlockPool::kNone;
       return e->stashed() ? MissLock::kStashed : MissLock::kParked;
     }
     if (IsFilled(*e) || e->filling()) {
       // Filled (or poisoned, or queued) by another thread after this fault was raised.
       const bool filling = e->filling();
       table_.Unlock(block, e->v);
-      if (*cb != BlockPool::kNone) rt_->pool().Release(*cb);
-      *cb = BlockPool::kNone;
+      if (*cache_block != BlockPool::kNone) rt_->pool().Release(*cache_block);
+      *cache_block = BlockPool::kNone;
       return filling ? MissLock::kFilling : MissLock::kResolved;
     }
-    if (valid == 0 || *cb != BlockPool::kNone) return MissLock::kLocked;
+    if (valid == 0 || *cache_block != BlockPool::kNone) return MissLock::kLocked;
     // Evicted between the peek and the lock: get a cache block without holding the lock.
     table_.Unlock(block, e->v);
   }
@@ -152,17 +149,17 @@ bool Mapping::ClaimQueuedFill(uint64_t block) {
 void Mapping::ServeStash(uint64_t block, Table::Entry e, bool write, pid_t tid) {
   // Entry locked, stashed: install from the stash buffer; the cache block is its own.
   const uint32_t idx = e.stash_index();
-  const uint32_t cb = e.cb();
+  const uint32_t cache_block = e.cache_block();
   const size_t valid = ValidBytes(block);
   int err = InstallBlock(block, StashBuffer(idx), valid, write && writable_);
   const uint64_t v = Table::WithoutStash(e.v) & ~Table::kCbMask;
   stash_free_.Push(idx);
   if (err != 0) {
-    rt_->pool().Release(cb);
+    rt_->pool().Release(cache_block);
     RaiseSigbus(block, v, tid, PosixError(err, "UFFDIO_COPY"));
     return;
   }
-  PublishFilled(block, v, cb, write && writable_, tid);
+  PublishFilled(block, v, cache_block, write && writable_, tid);
 }
 
 void Mapping::DropStash(uint64_t block) {
@@ -173,7 +170,7 @@ void Mapping::DropStash(uint64_t block) {
     table_.Unlock(block, e.v);
     return;
   }
-  rt_->pool().Release(e.cb());
+  rt_->pool().Release(e.cache_block());
   stash_free_.Push(e.stash_index());
   table_.Unlock(block, Table::WithoutStash(e.v) & ~Table::kCbMask);
 }
@@ -210,9 +207,9 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
   char* addr = BlockAddr(block);
   const size_t valid = ValidBytes(block);
   NoteMiss(block, table_.Load(block));
-  uint32_t cb;
+  uint32_t cache_block;
   Table::Entry e;
-  switch (LockMissing(block, valid, &cb, &e)) {
+  switch (LockMissing(block, valid, &cache_block, &e)) {
     case MissLock::kFilling:
       // A fill of this block is queued or in flight. A write fault is noted so the block is
       // installed writable (best effort: if the fill is already installing, the writer takes
@@ -249,24 +246,31 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     RaiseSigbus(block, e.v, tid, absl::OkStatus());
     return;
   }
-  if (cb == BlockPool::kNone) {
+  if (cache_block == BlockPool::kNone) {
     // Slow path: every cache block is dirty and cannot leave the cache. Say why and what to do.
     int wb = rt_->last_writeback_errno();
     if (wb == ESTALE || wb == ENOLCK) {
-      RaiseSigbus(block, e.v, tid,
-                  PosixError(wb, absl::StrCat(
-                      "no cache block can be freed: dirty blocks may not be written back any "
-                      "more (", std::strerror(wb), ": the journal was taken over by another "
-                      "process or node, or the mapping lost its locks; docs/consistency.md); "
-                      "end the process")));
+      RaiseSigbus(
+          block, e.v, tid,
+          PosixError(
+              wb,
+              absl::StrCat("no cache block can be freed: dirty blocks may not be written back any "
+                           "more (",
+                           std::strerror(wb),
+                           ": the journal was taken over by another "
+                           "process or node, or the mapping lost its locks; docs/consistency.md); "
+                           "end the process")));
       return;
     }
-    RaiseSigbus(block, e.v, tid,
-                PosixError(ENOMEM, absl::StrCat(
-                    "no cache block could be freed in time: dirty blocks cannot be written "
-                    "back (last write-back error: ", wb ? std::strerror(wb) : "none",
-                    "). umsync more often, raise cache_bytes or the journal's staged quota, "
-                    "free space on the journal disk, or use policy=relaxed")));
+    RaiseSigbus(
+        block, e.v, tid,
+        PosixError(
+            ENOMEM,
+            absl::StrCat("no cache block could be freed in time: dirty blocks cannot be written "
+                         "back (last write-back error: ",
+                         wb ? std::strerror(wb) : "none",
+                         "). umsync more often, raise cache_bytes or the journal's staged quota, "
+                         "free space on the journal disk, or use policy=relaxed")));
     return;
   }
   if (!e.shadow() && !e.staged()) {
@@ -274,7 +278,7 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     // faulting thread, as the kernel's own fault path would; files without a descriptor
     // (and handler mode) go through the I/O manager's queues, merged with queued neighbours.
     if (!signal_mode_) {
-      QueueFill(block, e.v, cb, write, tid);
+      QueueFill(block, e.v, cache_block, write, tid);
       MaybePrefetch(block);
       return;
     }
@@ -282,13 +286,13 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
       Stream* stream = rt_->prefetch_blocks() > 0 ? FindStream(block) : nullptr;
       if (stream == nullptr) {
         // A random miss: nothing to merge it with. (It may start a stream.)
-        FillInline(block, e.v, cb, write, tid);
+        FillInline(block, e.v, cache_block, write, tid);
         MaybePrefetch(block);
         return;
       }
       // The stream's second miss: read its first window with it, here.
       if (stream->length.load(std::memory_order_relaxed) == 0 &&
-          FillInlineRun(block, e.v, cb, write, tid, stream)) {
+          FillInlineRun(block, e.v, cache_block, write, tid, stream)) {
         return;
       }
     }
@@ -296,11 +300,11 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     // queued first, then this block, then the channels are told: one merged read), and so is
     // any miss on a file without a descriptor (its reads have deadlines in the channels).
     MaybePrefetch(block);
-    QueueFill(block, e.v, cb, write, tid);
+    QueueFill(block, e.v, cache_block, write, tid);
     WaitWhileFilling(block);
     return;
   }
-  ServeEvicted(block, e, cb, write, tid, staging);
+  ServeEvicted(block, e, cache_block, write, tid, staging);
 }
 
 absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid, uint32_t count) {
@@ -348,21 +352,23 @@ int Mapping::InstallBlock(uint64_t block, char* buf, size_t valid, bool writable
   return 0;
 }
 
-void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool dirty, pid_t tid) {
-  rt_->pool().Publish(cb, Owner(block));
+void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cache_block, bool dirty,
+                            pid_t tid) {
+  rt_->pool().Publish(cache_block, Owner(block));
   // Seen: every caller serves an application's fault.
   const uint64_t v = (entry & (Table::kShadow | Table::kShadowMask | Table::kStaged)) |
-                     Table::kPresent | Table::kSeen | cb | (dirty ? Table::kDirty : 0);
+                     Table::kPresent | Table::kSeen | cache_block | (dirty ? Table::kDirty : 0);
   // Counted before the entry is unlocked: a thread woken by the unlock (and whatever it
   // does next, a umap-stat reader included) must not see the block missing from the gauges.
   resident_.fetch_add(1, std::memory_order_relaxed);
   if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
   table_.Unlock(block, v);
-  rt_->refs().Touch(tid, cb);
+  rt_->refs().Touch(tid, cache_block);
   rt_->counters().faults_missing.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid) {
+void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cache_block, bool write,
+                         pid_t tid) {
   Counters& c = rt_->counters();
   misses_.fetch_add(1, std::memory_order_relaxed);  // now: the read may stall
   const size_t valid = ValidBytes(block);
@@ -371,7 +377,7 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write
   int err = st.ok() ? InstallBlock(block, buf, valid, write && writable_) : 0;
   rt_->ReleaseStaging(buf);
   if (!st.ok() || err != 0) {
-    rt_->pool().Release(cb);
+    rt_->pool().Release(cache_block);
     if (!st.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
     RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
     return;
@@ -380,10 +386,11 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write
   bytes_read_.fetch_add(valid, std::memory_order_relaxed);
   fills_.fetch_add(1, std::memory_order_relaxed);
   c.blocks_read.fetch_add(1, std::memory_order_relaxed);
-  PublishFilled(block, entry, cb, write && writable_, tid);
+  PublishFilled(block, entry, cache_block, write && writable_, tid);
 }
 
-uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs) {
+uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries,
+                               uint32_t* cache_blocks) {
   // As read-ahead does (MaybePrefetch): only blocks that are plainly missing, a cache block
   // each without waiting (the caller holds `block`'s entry lock), entries taken with
   // TryLock; the run ends at the first block that does not qualify. (A parked block holds
@@ -396,26 +403,26 @@ uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, 
   for (uint64_t p = block + 1; n < max && p < table_.size(); ++p, ++n) {
     const Table::Entry pe = table_.Load(p);
     if (pe.locked() || !plain_missing(pe) || ValidBytes(p) == 0) break;
-    const uint32_t cb = rt_->TryAcquireBlock();
-    if (cb == BlockPool::kNone) break;
+    const uint32_t cache_block = rt_->TryAcquireBlock();
+    if (cache_block == BlockPool::kNone) break;
     Table::Entry e;
     if (!table_.TryLock(p, &e)) {
-      rt_->pool().Release(cb);
+      rt_->pool().Release(cache_block);
       break;
     }
     if (!plain_missing(e)) {
       table_.Unlock(p, e.v);
-      rt_->pool().Release(cb);
+      rt_->pool().Release(cache_block);
       break;
     }
     entries[n] = e.v;
-    cbs[n] = cb;
+    cache_blocks[n] = cache_block;
   }
   return n;
 }
 
-bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
-                            Stream* s) {
+bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cache_block, bool write,
+                            pid_t tid, Stream* s) {
   char* buf = rt_->TryAcquireRunBuffer();
   if (buf == nullptr) return false;
   Counters& c = rt_->counters();
@@ -427,12 +434,12 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool wr
       std::min<uint64_t>(rt_->prefetch_blocks(), 8ull << std::min<uint32_t>(len - 1, 16));
   constexpr uint32_t kMaxRun = 64;
   uint64_t entries[kMaxRun];
-  uint32_t cbs[kMaxRun];
+  uint32_t cache_blocks[kMaxRun];
   entries[0] = entry | (write && writable_ ? Table::kFillWrite : 0);
-  cbs[0] = cb;
-  const uint32_t max = static_cast<uint32_t>(
-      std::min<uint64_t>({window + 1, rt_->run_blocks(), uint64_t{kMaxRun}}));
-  const uint32_t n = LockRunAfter(block, max, entries, cbs);
+  cache_blocks[0] = cache_block;
+  const uint32_t max =
+      static_cast<uint32_t>(std::min<uint64_t>({window + 1, rt_->run_blocks(), uint64_t{kMaxRun}}));
+  const uint32_t n = LockRunAfter(block, max, entries, cache_blocks);
   const uint64_t ahead = s->ahead.load(std::memory_order_relaxed);
   if (ahead < block + n) s->ahead.store(block + n, std::memory_order_relaxed);
   // One read and one UFFDIO_COPY per stretch of equal protection for the whole run.
@@ -448,19 +455,19 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool wr
   if (!st.ok() || err != 0) {
     // Read-ahead that failed is forgotten; the faulting block gets its SIGBUS.
     for (uint32_t i = 1; i < n; ++i) {
-      rt_->pool().Release(cbs[i]);
+      rt_->pool().Release(cache_blocks[i]);
       table_.Unlock(block + i, entries[i]);
     }
-    rt_->pool().Release(cb);
+    rt_->pool().Release(cache_block);
     if (!st.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
     RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
     return true;
   }
   resident_.fetch_add(n - 1, std::memory_order_relaxed);  // before the unlocks (PublishFilled)
   for (uint32_t i = 1; i < n; ++i) {
-    rt_->pool().Publish(cbs[i], Owner(block + i));
+    rt_->pool().Publish(cache_blocks[i], Owner(block + i));
     // Read ahead: not seen (no fault waited for it).
-    table_.Unlock(block + i, (entries[i] & ~Table::kCbMask) | Table::kPresent | cbs[i]);
+    table_.Unlock(block + i, (entries[i] & ~Table::kCbMask) | Table::kPresent | cache_blocks[i]);
     // Resident without a fault: the reuse tracker can no longer see its accesses.
     if (tracker_ != nullptr && tracker_->Sampled(block + i)) {
       tracker_->Record(block + i, ReuseTracker::Kind::kUnseen, 0);
@@ -471,12 +478,12 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool wr
   bytes_read_.fetch_add(valid, std::memory_order_relaxed);
   fills_.fetch_add(1, std::memory_order_relaxed);
   c.blocks_read.fetch_add(n, std::memory_order_relaxed);
-  PublishFilled(block, entry, cb, write && writable_, tid);
+  PublishFilled(block, entry, cache_block, write && writable_, tid);
   return true;
 }
 
-void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool write, pid_t tid,
-                           char* staging) {
+void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cache_block, bool write,
+                           pid_t tid, char* staging) {
   // An evicted version still in memory (shadow) or in the journal (staged).
   Counters& c = rt_->counters();
   const size_t valid = ValidBytes(block);
@@ -496,7 +503,7 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool wri
   int err = status.ok() ? InstallBlock(block, buf, valid, write && writable_) : 0;
   if (staging == nullptr) rt_->ReleaseStaging(buf);
   if (!status.ok() || err != 0) {
-    rt_->pool().Release(cb);
+    rt_->pool().Release(cache_block);
     if (!status.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
     RaiseSigbus(block, e.v, tid, status.ok() ? PosixError(err, "UFFDIO_COPY") : status);
     return;
@@ -505,18 +512,18 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cb, bool wri
     c.blocks_read.fetch_add(1, std::memory_order_relaxed);
     misses_.fetch_add(1, std::memory_order_relaxed);
   }
-  PublishFilled(block, e.v, cb, write && writable_, tid);
+  PublishFilled(block, e.v, cache_block, write && writable_, tid);
 }
 
-void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cache_block, bool write, pid_t tid,
                         bool kick, bool stash) {
-  rt_->set_fill_tid(cb, tid);
+  rt_->set_fill_tid(cache_block, tid);
   const uint64_t v = (entry & ~(Table::kCbMask | Table::kFillWrite | Table::kStash)) |
-                     Table::kFilling | cb | (write && writable_ ? Table::kFillWrite : 0) |
+                     Table::kFilling | cache_block | (write && writable_ ? Table::kFillWrite : 0) |
                      (stash ? Table::kStash : 0);
   table_.Unlock(block, v);
   if (tid != 0) misses_.fetch_add(1, std::memory_order_relaxed);  // 0: read-ahead
-  io_->Submit(ioq_, block, cb, kick);
+  io_->Submit(ioq_, block, cache_block, kick);
 }
 
 Mapping::Stream* Mapping::FindStream(uint64_t block) const {
@@ -556,8 +563,7 @@ bool Mapping::MaybePrefetch(uint64_t block) {
   // that the reader faults on it and queues the next half window while half a window is
   // still ahead of it; without it the reader would run into the end of the window and wait
   // for the whole next one (one read in flight at a time).
-  const uint64_t trigger =
-      window >= 16 ? std::max<uint64_t>(ahead, block + 1 + window / 2) : ~0ull;
+  const uint64_t trigger = window >= 16 ? std::max<uint64_t>(ahead, block + 1 + window / 2) : ~0ull;
   uint64_t p = ahead;
   for (; p < to; ++p) {
     Table::Entry pe = table_.Load(p);
@@ -566,22 +572,23 @@ bool Mapping::MaybePrefetch(uint64_t block) {
       continue;
     }
     if (ValidBytes(p) == 0) break;
-    uint32_t cb = rt_->TryAcquireBlock();
-    if (cb == BlockPool::kNone) break;  // no free or clean block right now: read-ahead waits
+    uint32_t cache_block = rt_->TryAcquireBlock();
+    if (cache_block == BlockPool::kNone)
+      break;  // no free or clean block right now: read-ahead waits
     Table::Entry e;
     if (!table_.TryLock(p, &e)) {
-      rt_->pool().Release(cb);
+      rt_->pool().Release(cache_block);
       continue;
     }
-    if (e.present() || e.poisoned() || e.filling() || e.shadow() || e.staged() ||
-        e.stashed() || e.parked()) {
+    if (e.present() || e.poisoned() || e.filling() || e.shadow() || e.staged() || e.stashed() ||
+        e.parked()) {
       table_.Unlock(p, e.v);
-      rt_->pool().Release(cb);
+      rt_->pool().Release(cache_block);
       continue;
     }
     const bool stash = p == trigger;
     if (stash) DropStash(s->trigger.exchange(p, std::memory_order_relaxed));
-    QueueFill(p, e.v, cb, /*write=*/false, /*tid=*/0, /*kick=*/false, stash);
+    QueueFill(p, e.v, cache_block, /*write=*/false, /*tid=*/0, /*kick=*/false, stash);
     prefetched_.fetch_add(1, std::memory_order_relaxed);
   }
   s->ahead.store(p, std::memory_order_relaxed);
@@ -592,7 +599,7 @@ bool Mapping::MaybePrefetch(uint64_t block) {
 uint32_t Mapping::QueuedCb(uint64_t block) const {
   if (block >= table_.size()) return io::kNoCb;
   Table::Entry e = table_.Load(block);
-  return e.filling() ? e.cb() : io::kNoCb;
+  return e.filling() ? e.cache_block() : io::kNoCb;
 }
 
 File* Mapping::read_file() {
@@ -701,49 +708,49 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
       const uint64_t b = first + i;
       const uint64_t v =
           entries[i] & ~(Table::kFilling | Table::kFillWrite | Table::kCbMask | Table::kStash);
-      const uint32_t cb = static_cast<uint32_t>(entries[i] & Table::kCbMask);
-      const pid_t tid = rt_->fill_tid(cb);
+      const uint32_t cache_block = static_cast<uint32_t>(entries[i] & Table::kCbMask);
+      const pid_t tid = rt_->fill_tid(cache_block);
       if (entries[i] & Table::kStash) {
         if (err == 0) {
           // Stashed: not present, keeps its cache block; the reader's fault installs it.
-          table_.Unlock(b, Table::WithStash(v, stash_of_[i]) | cb);
+          table_.Unlock(b, Table::WithStash(v, stash_of_[i]) | cache_block);
           continue;
         }
         stash_free_.Push(stash_of_[i]);  // the run failed: handled as an ordinary fill below
       }
       if (absl::IsCancelled(st)) {
         // The mapping is going away: nobody waits, nothing to install.
-        rt_->pool().Release(cb);
+        rt_->pool().Release(cache_block);
         table_.Unlock(b, v);
         continue;
       }
       if (!st.ok() || err != 0) {
-        rt_->pool().Release(cb);
+        rt_->pool().Release(cache_block);
         if (tid == 0) {
           // Read-ahead nobody waits for: forget it; a later fault reads the block again.
           table_.Unlock(b, v);
           continue;
         }
         // One log line for the run; every waiting block gets its SIGBUS.
-        absl::Status why = logged ? absl::OkStatus()
-                                  : (!st.ok() ? st : PosixError(err, "UFFDIO_COPY"));
+        absl::Status why =
+            logged ? absl::OkStatus() : (!st.ok() ? st : PosixError(err, "UFFDIO_COPY"));
         logged = true;
         RaiseSigbus(b, v, tid, why);
         continue;
       }
       const bool dirty = writable_ && (entries[i] & Table::kFillWrite);
-      rt_->pool().Publish(cb, Owner(b));
+      rt_->pool().Publish(cache_block, Owner(b));
       resident_.fetch_add(1, std::memory_order_relaxed);  // before the unlock (PublishFilled)
       if (dirty) dirty_.fetch_add(1, std::memory_order_relaxed);
       // Seen when a fault waits for it; read-ahead alone leaves it as it was.
-      table_.Unlock(b, v | Table::kPresent | cb | (dirty ? Table::kDirty : 0) |
+      table_.Unlock(b, v | Table::kPresent | cache_block | (dirty ? Table::kDirty : 0) |
                            (tid != 0 ? Table::kSeen : 0));
       // Resident without a fault: the reuse tracker can no longer see its accesses.
       if (tid == 0 && tracker_ != nullptr && tracker_->Sampled(b)) {
         tracker_->Record(b, ReuseTracker::Kind::kUnseen, 0);
       }
       if (tid != 0) {
-        rt_->refs().Touch(tid, cb);
+        rt_->refs().Touch(tid, cache_block);
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);
       }
     }
@@ -767,8 +774,8 @@ bool Mapping::HandleWriteProtect(uint64_t block, pid_t tid) {
     for (int i = 0; err == EAGAIN && i < 3; ++i) err = rt_->uffd().WriteProtect(addr, len, false);
     if (err != 0) {
       // The writer would fault on this page for ever: it gets SIGBUS, with the reason.
-      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr), " (block ",
-               block, " of ", file_->name(), "): errno ", err, "; SIGBUS to the writer");
+      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr), " (block ", block,
+               " of ", file_->name(), "): errno ", err, "; SIGBUS to the writer");
       table_.Unlock(block, e.v);
       c.sigbus.fetch_add(1, std::memory_order_relaxed);
       if (signal_mode_) return false;  // the dispatcher hands it to the previous handler
@@ -794,24 +801,25 @@ void Mapping::WakeOrLog(char* addr) {
   int err = rt_->uffd().Wake(addr, block_size_);
   if (err != 0) err = rt_->uffd().Wake(addr, block_size_);
   if (err != 0) {
-    UMAP_LOG(kError, "UFFDIO_WAKE failed at ", AddrHex(addr), " of ", file_->name(),
-             ": errno ", err, "; a faulting thread may stay blocked");
+    UMAP_LOG(kError, "UFFDIO_WAKE failed at ", AddrHex(addr), " of ", file_->name(), ": errno ",
+             err, "; a faulting thread may stay blocked");
   }
 }
 
-bool Mapping::PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch) {
+bool Mapping::PrepareEvict(uint64_t block, uint32_t cache_block, EvictionBatch* batch) {
   Table::Entry e;
   if (!table_.TryLock(block, &e)) return false;
-  if (e.parked() && e.cb() == cb) {
+  if (e.parked() && e.cache_block() == cache_block) {
     // Clean, and its pages are already gone: only the park buffer is given back.
     EvictionBatch::Victim& victim = batch->victims[batch->count];
-    victim = {this, block, e.v, Table::WithoutPark(e.v) & ~Table::kCbMask, IndexStack::kEmpty,
-              -1, false, e.park_index()};
+    victim = {
+        this, block, e.v,           Table::WithoutPark(e.v) & ~Table::kCbMask, IndexStack::kEmpty,
+        -1,   false, e.park_index()};
     batch->ranges[batch->count] = {BlockAddr(block), 0};
     ++batch->count;
     return true;
   }
-  if (!e.present() || e.cb() != cb || InSync(block)) {
+  if (!e.present() || e.cache_block() != cache_block || InSync(block)) {
     table_.Unlock(block, e.v);
     return false;
   }
@@ -867,8 +875,8 @@ void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
     // The pages are still mapped: the block stays resident as it was (dirty and writable
     // again if it was dirty), and its CB is not freed.
     char* addr = BlockAddr(victim.block);
-    UMAP_LOG(kError, "MADV_DONTNEED failed at ", AddrHex(addr), " (block ", victim.block,
-             " of ", file_->name(), "); it stays resident");
+    UMAP_LOG(kError, "MADV_DONTNEED failed at ", AddrHex(addr), " (block ", victim.block, " of ",
+             file_->name(), "); it stays resident");
     if (victim.shadow == IndexStack::kEmpty) {
       table_.Unlock(victim.block, victim.locked_value);
       return;
@@ -881,8 +889,8 @@ void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
     }
     // Still protected: a dirty entry would make its writer fault for ever. The captured image
     // goes on to the file instead, and the block is clean (and protected) meanwhile.
-    UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed after a failed eviction at ",
-             AddrHex(addr), "; its captured image is written back");
+    UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed after a failed eviction at ", AddrHex(addr),
+             "; its captured image is written back");
     shadows_pending_.fetch_add(1, std::memory_order_relaxed);
     table_.Unlock(victim.block,
                   Table::WithShadow(victim.locked_value & ~Table::kDirty, victim.shadow));
@@ -906,9 +914,8 @@ void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
 bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
   ShadowPool& shadows = rt_->shadows();
   std::vector<uint32_t> order(ids.begin(), ids.end());
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return shadows.at(a).block < shadows.at(b).block;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return shadows.at(a).block < shadows.at(b).block; });
   std::vector<BlockImage> images;
   images.reserve(order.size());
   for (uint32_t s : order) {
@@ -960,8 +967,7 @@ absl::Status Mapping::WaitForShadows(uint64_t first, uint64_t end) {
   // error of an attempt made while this umsync waited, never a stale one; give up waiting
   // for a fresh attempt after a bounded time (a stuck write-back thread).
   constexpr auto kFreshAttemptBudget = std::chrono::seconds(2);
-  for (uint64_t b = first; b < end && shadows_pending_.load(std::memory_order_acquire) > 0;
-       ++b) {
+  for (uint64_t b = first; b < end && shadows_pending_.load(std::memory_order_acquire) > 0; ++b) {
     uint32_t watched = IndexStack::kEmpty;
     uint32_t attempts_seen = 0;
     std::chrono::steady_clock::time_point since;
@@ -1008,9 +1014,8 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   sync_started_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
   // Atomic policy: the whole range is one transaction. Otherwise the range is synced in
   // chunks, so the capture buffer stays bounded (16 MiB) whatever the range's size.
-  const uint64_t chunk = write_back_->keeps_evicted()
-                             ? end - first
-                             : std::max<uint64_t>(1, (16u << 20) / block_size_);
+  const uint64_t chunk =
+      write_back_->keeps_evicted() ? end - first : std::max<uint64_t>(1, (16u << 20) / block_size_);
   absl::Status status;
   for (uint64_t c = first; c < end && status.ok(); c += chunk) {
     status = SyncChunk(c, std::min(end, c + chunk), /*last=*/c + chunk >= end);
@@ -1139,8 +1144,8 @@ absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
     std::vector<BlockImage> images;
     images.reserve(cap.blocks.size());
     for (const Captured& c : cap.blocks) {
-      images.push_back({first_file_block() + c.block,
-                        absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
+      images.push_back(
+          {first_file_block() + c.block, absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
     }
     r = write_back_->Sync(images, first_file_block() + first, first_file_block() + end);
   }
@@ -1152,9 +1157,9 @@ void Mapping::ReleaseAll() {
   BlockPool& pool = rt_->pool();
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Load(b);
-    if ((e.present() || e.parked()) && pool.Claim(e.cb())) pool.Release(e.cb());
+    if ((e.present() || e.parked()) && pool.Claim(e.cache_block())) pool.Release(e.cache_block());
     if (e.parked()) rt_->sizer()->parks().Release(e.park_index());
-    if (e.stashed()) pool.Release(e.cb());  // a stashed block's cache block is held busy
+    if (e.stashed()) pool.Release(e.cache_block());  // a stashed block's cache block is held busy
   }
 }
 
@@ -1167,8 +1172,8 @@ absl::Status Mapping::StageDirty() {
   std::vector<BlockImage> images;
   images.reserve(cap.blocks.size());
   for (const Captured& c : cap.blocks) {
-    images.push_back({first_file_block() + c.block,
-                      absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
+    images.push_back(
+        {first_file_block() + c.block, absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
   }
   WriteBackResult r = write_back_->Evicted(images);
   if (!r.ok()) {
@@ -1200,13 +1205,13 @@ int Mapping::Evacuate() {
   BlockPool& pool = rt_->pool();
   for (uint64_t b = 0; b < table_.size(); ++b) {
     Table::Entry e = table_.Lock(b);
-    if ((e.present() || e.parked()) && pool.Claim(e.cb())) pool.Release(e.cb());
+    if ((e.present() || e.parked()) && pool.Claim(e.cache_block())) pool.Release(e.cache_block());
     // A parked block is clean (parking takes clean blocks only, and its next access
     // installs it before any write): the file, or for a staged block the journal, holds
     // its data, so its park buffer's copy is dropped like the pages of a present block.
     if (e.parked()) rt_->sizer()->parks().Release(e.park_index());
     if (e.stashed()) {
-      pool.Release(e.cb());
+      pool.Release(e.cache_block());
       stash_free_.Push(e.stash_index());
     }
     // A staged block's image is in the journal (atomic policy): a miss reads it from there.

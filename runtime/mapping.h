@@ -3,7 +3,7 @@
 //
 // Invariants (every transition of block b happens under b's entry lock):
 //   present         the block's pages are installed in the application's address space and
-//                   a cache block (cb) of the pool accounts for them;
+//                   a cache block (cache_block) of the pool accounts for them;
 //   dirty           written since the last capture; for a writable mapping, dirty <=>
 //                   the pages are not write-protected (clean resident pages are WP'd, so
 //                   the first write faults and marks the block dirty);
@@ -49,7 +49,7 @@ class Mapping final : public io::IoFileClient {
     uint64_t file_size;    // at map time; pages past it raise SIGBUS
     bool writable;
     uint32_t slot;
-    int region_prot;       // protection of the reserved range while the runtime runs
+    int region_prot;  // protection of the reserved range while the runtime runs
   };
 
   Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file);
@@ -135,12 +135,11 @@ class Mapping final : public io::IoFileClient {
   // Signal mode: false when the fault at `addr` is a SIGBUS for the application (a poisoned
   // block, or a page past end of file).
   bool ResolveFault(uint64_t addr, bool write, pid_t tid);
-  // Eviction of `block` held in cache block `cb` (pool callback; any fault handler), in two
-  // steps around the batch's discard (eviction_batch.h): PrepareEvict locks the entry,
-  // captures a dirty image into a shadow and lists the pages (false: not evictable now,
-  // nothing listed); FinishEvict unlocks it, evicted, or restored when the pages could not
-  // be dropped.
-  bool PrepareEvict(uint64_t block, uint32_t cb, EvictionBatch* batch);
+  // Eviction of `block` held in cache block `cache_block` (pool callback; any fault handler), in
+  // two steps around the batch's discard (eviction_batch.h): PrepareEvict locks the entry, captures
+  // a dirty image into a shadow and lists the pages (false: not evictable now, nothing listed);
+  // FinishEvict unlocks it, evicted, or restored when the pages could not be dropped.
+  bool PrepareEvict(uint64_t block, uint32_t cache_block, EvictionBatch* batch);
   void FinishEvict(const EvictionBatch::Victim& victim);
   // --- lazy sizing (cache_sizer.h; mapping_park.cc) ---
   // The mapping's reuse tracker (null when lazy sizing is off); set before it is published.
@@ -208,12 +207,13 @@ class Mapping final : public io::IoFileClient {
   void RaiseSigbus(uint64_t block, uint64_t entry, pid_t tid, const absl::Status& why);
   // Handler mode: wakes the threads blocked on the block at addr, logging a failure.
   void WakeOrLog(char* addr);
-  // Locking a missing block's entry for a fill: kLocked (entry locked; *cb holds a cache
+  // Locking a missing block's entry for a fill: kLocked (entry locked; *cache_block holds a cache
   // block, or kNone if none could be freed or the block is past end of file), kResolved
   // (another thread filled or poisoned it), kFilling (a fill is queued or in flight),
   // kStashed (entry locked: a read-ahead trigger waiting in a stash buffer).
   enum class MissLock { kLocked, kResolved, kFilling, kStashed, kParked };
-  MissLock LockMissing(uint64_t block, size_t valid, uint32_t* cb, CacheEntryTable::Entry* e);
+  MissLock LockMissing(uint64_t block, size_t valid, uint32_t* cache_block,
+                       CacheEntryTable::Entry* e);
   // Signal mode: sleeps until the queued fill of `block` has completed or failed.
   void WaitWhileFilling(uint64_t block);
   // Reads `count` blocks from `block` on from the file into buf (aligned, count blocks),
@@ -223,31 +223,31 @@ class Mapping final : public io::IoFileClient {
   // Installs one block from buf (padded with zeros to the page); poisons pages past end of
   // file. Returns 0 or the errno.
   int InstallBlock(uint64_t block, char* buf, size_t valid, bool writable_now);
-  // Makes the block resident in cache block cb and unlocks its entry.
-  void PublishFilled(uint64_t block, uint64_t entry, uint32_t cb, bool dirty, pid_t tid);
+  // Makes the block resident in cache block cache_block and unlocks its entry.
+  void PublishFilled(uint64_t block, uint64_t entry, uint32_t cache_block, bool dirty, pid_t tid);
   // Signal mode, the common miss: read and install in the faulting thread.
-  void FillInline(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid);
+  void FillInline(uint64_t block, uint64_t entry, uint32_t cache_block, bool write, pid_t tid);
   struct Stream;  // a sequential stream (below)
   // Signal mode, the second miss of stream `s` (its start): reads the block and the stream's
   // first read-ahead window in one read and installs them, in the faulting thread, instead
   // of a round trip through the I/O channels. False (nothing done, entry still locked) when
   // no run buffer is free.
-  bool FillInlineRun(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+  bool FillInlineRun(uint64_t block, uint64_t entry, uint32_t cache_block, bool write, pid_t tid,
                      Stream* s);
   // Locks up to `max` - 1 missing blocks after `block` that can be read with it, each with
-  // a cache block (no waiting): their entries into entries[1..], cache blocks into cbs[1..].
-  // Returns how many blocks the run has, `block` included.
-  uint32_t LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cbs);
+  // a cache block (no waiting): their entries into entries[1..], cache blocks into
+  // cache_blocks[1..]. Returns how many blocks the run has, `block` included.
+  uint32_t LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cache_blocks);
   // A miss on a block whose evicted version is in a shadow buffer or staged in the journal.
-  void ServeEvicted(uint64_t block, CacheEntryTable::Entry e, uint32_t cb, bool write,
+  void ServeEvicted(uint64_t block, CacheEntryTable::Entry e, uint32_t cache_block, bool write,
                     pid_t tid, char* staging);
   // Sequential-stream detection on a miss of `block`; queues read-ahead when it continues
   // a stream (fault path: no allocation, no waiting for cache blocks).
   // Returns true when the miss continues a stream.
   bool MaybePrefetch(uint64_t block);
-  // Queues a fill of `block` into cache block `cb` (entry locked by the caller, who passes
+  // Queues a fill of `block` into cache block `cache_block` (entry locked by the caller, who passes
   // its value; the entry is unlocked here).
-  void QueueFill(uint64_t block, uint64_t entry, uint32_t cb, bool write, pid_t tid,
+  void QueueFill(uint64_t block, uint64_t entry, uint32_t cache_block, bool write, pid_t tid,
                  bool kick = true, bool stash = false);
   // A thread waits for the queued fill of `block`: clears its trigger mark so that it is
   // installed. False when the fill completed meanwhile (the caller starts over).
@@ -307,8 +307,7 @@ class Mapping final : public io::IoFileClient {
   std::vector<uint64_t> protection_boundaries_;  // sorted; set before the first fault
   bool StartsSegment(uint64_t block) const {
     return !protection_boundaries_.empty() &&
-           std::binary_search(protection_boundaries_.begin(), protection_boundaries_.end(),
-                              block);
+           std::binary_search(protection_boundaries_.begin(), protection_boundaries_.end(), block);
   }
 
   absl::Mutex sync_mu_;  // one umsync per mapping at a time
@@ -340,7 +339,7 @@ class Mapping final : public io::IoFileClient {
   struct Stream {
     std::atomic<uint64_t> next{~0ull};
     std::atomic<uint32_t> length{0};
-    std::atomic<uint64_t> ahead{0};  // read-ahead queued up to here (exclusive)
+    std::atomic<uint64_t> ahead{0};        // read-ahead queued up to here (exclusive)
     std::atomic<uint64_t> trigger{~0ull};  // its read-ahead trigger block (~0: none)
   };
   Stream streams_[kStreams];

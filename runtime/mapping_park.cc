@@ -42,12 +42,12 @@ uint64_t Mapping::InstallParked(uint64_t block, Table::Entry e, bool write, int*
 void Mapping::ServeParked(uint64_t block, Table::Entry e, bool write, pid_t tid) {
   int err = 0;
   const uint64_t v = InstallParked(block, e, write, &err);
-  const uint32_t cb = e.cb();
+  const uint32_t cache_block = e.cache_block();
   if (err != 0) {
     // The block leaves the cache (it is clean: the file has its data) and the access gets
     // SIGBUS, as any miss whose UFFDIO_COPY fails.
     BlockPool& pool = rt_->pool();
-    if (pool.Claim(cb)) pool.Release(cb);
+    if (pool.Claim(cache_block)) pool.Release(cache_block);
     rt_->sizer()->parks().Release(e.park_index());
     resident_.fetch_sub(1, std::memory_order_relaxed);
     RaiseSigbus(block, Table::WithoutPark(e.v) & ~Table::kCbMask, tid,
@@ -57,8 +57,8 @@ void Mapping::ServeParked(uint64_t block, Table::Entry e, bool write, pid_t tid)
   // Still counted resident; dirty counted before the unlock (PublishFilled).
   if (v & Table::kDirty) dirty_.fetch_add(1, std::memory_order_relaxed);
   table_.Unlock(block, v);
-  rt_->pool().Touch(cb);
-  rt_->refs().Touch(tid, cb);
+  rt_->pool().Touch(cache_block);
+  rt_->refs().Touch(tid, cache_block);
   sampled_hits_.fetch_add(1, std::memory_order_relaxed);
   rt_->counters().faults_missing.fetch_add(1, std::memory_order_relaxed);
 }
@@ -72,7 +72,7 @@ bool Mapping::PreparePark(uint64_t block, uint32_t park, EvictionBatch* batch) {
   // between the copy and the discard), not on its way to the file, and not referenced by a
   // thread that is working on it.
   if (!e.present() || e.dirty() || e.shadow() || InSync(block) ||
-      rt_->pool().state(e.cb()) != CbState::kSemiActive) {
+      rt_->pool().state(e.cache_block()) != CbState::kSemiActive) {
     table_.Unlock(block, e.v);
     return false;
   }
@@ -104,11 +104,11 @@ bool Mapping::EvictParked(uint64_t block, uint32_t park) {
   BlockPool& pool = rt_->pool();
   // Claim waits only for the pool's own eviction of this block, which cannot take the
   // entry's lock (held here) and so gives the block back at once.
-  if (!e.parked() || e.park_index() != park || !pool.Claim(e.cb())) {
+  if (!e.parked() || e.park_index() != park || !pool.Claim(e.cache_block())) {
     table_.Unlock(block, e.v);
     return false;
   }
-  pool.Release(e.cb());
+  pool.Release(e.cache_block());
   rt_->sizer()->parks().Release(park);
   table_.Unlock(block, Table::WithoutPark(e.v) & ~Table::kCbMask);
   resident_.fetch_sub(1, std::memory_order_relaxed);

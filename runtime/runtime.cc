@@ -17,12 +17,12 @@
 #include "base/posix_error.h"
 #include "base/private_dir.h"
 #include "base/status_macros.h"
+#include "recovery/recovery.h"
 #include "runtime/fault_signal.h"
 #include "runtime/guarded_write_back.h"
-#include "runtime/mapping.h"
 #include "runtime/journal_write_back.h"
+#include "runtime/mapping.h"
 #include "runtime/system_memory_probe.h"
-#include "recovery/recovery.h"
 
 namespace umap::runtime {
 namespace {
@@ -86,12 +86,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
   if (!said.exchange(true)) {
     // Once per process; a warning when it changes what programs may do (EFAULT).
     const std::string how =
-        absl::StrCat("userfaultfd through ", UffdAccessName(uffd->access()),
-                     ", faults resolved ",
+        absl::StrCat("userfaultfd through ", UffdAccessName(uffd->access()), ", faults resolved ",
                      signal_mode ? "in the faulting thread (signal mode)" : "by handler threads");
     if (uffd->access() == UffdAccess::kUserModeOnly) {
-      UMAP_LOG(kWarn, how, "; system calls given a non-resident Umap buffer fail with EFAULT "
-                           "(docs/operations.md: how a site grants /dev/userfaultfd)");
+      UMAP_LOG(kWarn, how,
+               "; system calls given a non-resident Umap buffer fail with EFAULT "
+               "(docs/operations.md: how a site grants /dev/userfaultfd)");
     } else {
       UMAP_LOG(kInfo, how);
     }
@@ -113,14 +113,14 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
       refs_(&pool_),
       shadows_(geo.shadow_blocks, geo.block_size),
       fill_tids_(geo.cache_blocks),
-      prefetch_blocks_(static_cast<uint32_t>(std::min<size_t>(
-          options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))) {}
+      prefetch_blocks_(static_cast<uint32_t>(
+          std::min<size_t>(options.prefetch_bytes / geo.block_size, geo.cache_blocks / 4))) {}
 
 absl::Status Runtime::Start() {
   if (shadows_.at(0).data == nullptr) return PosixError(ENOMEM, "allocating shadow buffers");
   if (!pool_.ok() || !fill_tids_.ok()) {
-    return PosixError(ENOMEM, absl::StrCat("reserving the metadata of ", geo_.cache_blocks,
-                                           " cache blocks"));
+    return PosixError(
+        ENOMEM, absl::StrCat("reserving the metadata of ", geo_.cache_blocks, " cache blocks"));
   }
   if (signal_mode_) {
     // No handler threads: the faulting threads resolve their faults, the I/O manager drives
@@ -136,8 +136,9 @@ absl::Status Runtime::Start() {
       if (int err = ::pthread_atfork(nullptr, nullptr, ForgetTidInChild)) {
         // Only a fork() child that faults on a runtime of its own would notice: its
         // references would be kept under its parent's thread id until reclaimed as dead.
-        UMAP_LOG(kWarn, "pthread_atfork failed (errno ", err, "); thread ids of forked "
-                        "children's faults may be their parent's");
+        UMAP_LOG(kWarn, "pthread_atfork failed (errno ", err,
+                 "); thread ids of forked "
+                 "children's faults may be their parent's");
       }
     });
     // Run buffers (the start of a sequential stream is read with its first read-ahead
@@ -259,7 +260,7 @@ void Runtime::ReleaseKernelObjects() {
 }
 
 Runtime::~Runtime() {
-  stats_.reset();  // its thread reads everything below
+  stats_.reset();                         // its thread reads everything below
   if (sizer_ != nullptr) sizer_->Stop();  // no more parking or shrinking
   std::vector<Mapping*> left;
   {
@@ -292,12 +293,14 @@ Runtime::~Runtime() {
   absl::MutexLock l(&mu_);
   if (journal_ != nullptr && !journal_->suspended()) {
     std::string dir = journal_->dir();
-    bool idle = journal_->Run([](journal::Journal& j) {
-      journal::Journal::Stats st = j.stats();
-      return absl::Status(st.pending_txns == 0 && st.mappings == 0
-                              ? absl::OkStatus()
-                              : absl::FailedPreconditionError("pending"));
-    }).ok();
+    bool idle = journal_
+                    ->Run([](journal::Journal& j) {
+                      journal::Journal::Stats st = j.stats();
+                      return absl::Status(st.pending_txns == 0 && st.mappings == 0
+                                              ? absl::OkStatus()
+                                              : absl::FailedPreconditionError("pending"));
+                    })
+                    .ok();
     journal_.reset();
     // A journal we created and that holds nothing is removed; anything else stays for
     // umap-recover.
@@ -403,9 +406,8 @@ void Runtime::WriteBackLoop() {
       Mapping* m = shadows_.at(batch.front()).mapping;
       group.clear();
       // One block has at most one shadow in flight, so a group never holds a block twice.
-      auto rest = std::partition(batch.begin(), batch.end(), [&](uint32_t i) {
-        return shadows_.at(i).mapping != m;
-      });
+      auto rest = std::partition(batch.begin(), batch.end(),
+                                 [&](uint32_t i) { return shadows_.at(i).mapping != m; });
       group.assign(rest, batch.end());
       batch.erase(rest, batch.end());
       if (m->WriteShadows(group)) continue;
@@ -423,7 +425,7 @@ void Runtime::WriteBackLoop() {
   }
 }
 
-void Runtime::EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed,
+void Runtime::EvictBatch(const uint32_t* cache_blocks, const uint64_t* owners, int n, bool* freed,
                          int pass) {
   EvictionBatch batch;
   // Several mappings share the cache by marginal gain (cache_sizer.h): in the clock's first
@@ -435,7 +437,7 @@ void Runtime::EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, boo
     // A mapping being unmapped frees its blocks in its own teardown.
     if (m == nullptr) continue;
     if (quotas && m->resident_blocks() <= m->quota()) continue;
-    if (m->PrepareEvict(owners[i] & ((1ull << 48) - 1), cbs[i], &batch)) {
+    if (m->PrepareEvict(owners[i] & ((1ull << 48) - 1), cache_blocks[i], &batch)) {
       batch.victims[batch.count - 1].index = i;
     }
   }
@@ -454,19 +456,15 @@ int Runtime::EvictBatchSize() const {
 }
 
 uint32_t Runtime::TryAcquireBlock() {
-  return pool_.AcquireBatched(
-      [this](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
-        EvictBatch(c, o, n, f, pass);
-      },
-      [this] { refs_.ReclaimDead(); }, EvictBatchSize());
+  return pool_.AcquireBatched([this](const uint32_t* c, const uint64_t* o, int n, bool* f,
+                                     int pass) { EvictBatch(c, o, n, f, pass); },
+                              [this] { refs_.ReclaimDead(); }, EvictBatchSize());
 }
 
 uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
-  return pool_.Shrink(
-      [this](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
-        EvictBatch(c, o, n, f, pass);
-      },
-      EvictBatchSize(), max_blocks);
+  return pool_.Shrink([this](const uint32_t* c, const uint64_t* o, int n, bool* f,
+                             int pass) { EvictBatch(c, o, n, f, pass); },
+                      EvictBatchSize(), max_blocks);
 }
 
 absl::Status Runtime::StartSizing() {
@@ -486,8 +484,8 @@ absl::Status Runtime::StartSizing() {
   MemoryBudget budget;
   budget.Update(sample, 0, io_->UnrealizedBufferBytes());
   pool_.set_limit(static_cast<uint32_t>(std::min<uint64_t>(
-      pool_.capacity(), std::max<uint64_t>(SizingPolicy::kMinBlocks,
-                                           budget.allowance() / geo_.block_size))));
+      pool_.capacity(),
+      std::max<uint64_t>(SizingPolicy::kMinBlocks, budget.allowance() / geo_.block_size))));
   UMAP_LOG(kInfo, "fixed cache of ", uint64_t{pool_.limit()} * geo_.block_size >> 20,
            " MiB from the memory budget (", probe->Describe(), ")");
   return absl::OkStatus();
@@ -496,8 +494,8 @@ absl::Status Runtime::StartSizing() {
 uint32_t Runtime::AcquireBlock() {
   auto deadline = std::chrono::steady_clock::now() + kPoolWaitBudget;
   for (;;) {
-    const uint32_t cb = TryAcquireBlock();
-    if (cb != BlockPool::kNone) return cb;
+    const uint32_t cache_block = TryAcquireBlock();
+    if (cache_block != BlockPool::kNone) return cache_block;
     // A refusal that never ends (the journal was taken over, the locks were lost): no
     // write-back will free a block, so the fault fails now rather than in a minute.
     const int wb = last_writeback_errno();
@@ -539,11 +537,12 @@ Runtime::QuiescedAccess Runtime::ClassifyQuiescedAccess(uint64_t addr, bool writ
       // retried; one the running range's own protection forbids (a write to a read-only
       // mapping) is the application's, and must not be retried for ever.
       const int needed = write ? PROT_WRITE : PROT_READ;
-      return (m->region_prot() & needed) != 0 ? QuiescedAccess::kRetry
-                                              : QuiescedAccess::kNotOurs;
+      return (m->region_prot() & needed) != 0 ? QuiescedAccess::kRetry : QuiescedAccess::kNotOurs;
     }
-    case RuntimeState::kFenced: return QuiescedAccess::kFenced;
-    default: return QuiescedAccess::kPark;
+    case RuntimeState::kFenced:
+      return QuiescedAccess::kFenced;
+    default:
+      return QuiescedAccess::kPark;
   }
 }
 
@@ -578,9 +577,10 @@ absl::Status Runtime::EnterOperation(bool fenced_ok) {
   absl::MutexLock l(&gate_mu_);
   gate_mu_.Await(absl::Condition(&gate_open_));
   if (!fenced_ok && state() == RuntimeState::kFenced) {
-    return PosixError(ESTALE, "umap: this runtime is fenced: after a checkpoint restore its "
-                              "journal or files had been changed by another process "
-                              "(see the log of umap_resume)");
+    return PosixError(ESTALE,
+                      "umap: this runtime is fenced: after a checkpoint restore its "
+                      "journal or files had been changed by another process "
+                      "(see the log of umap_resume)");
   }
   ++operations_;
   return absl::OkStatus();
@@ -610,18 +610,18 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE) {
     return PosixError(EINVAL, "umap: flags must include MAP_SHARED (MAP_PRIVATE is not offered)");
   }
-  const int kKnownFlags = MAP_TYPE | MAP_FIXED | MAP_FIXED_NOREPLACE |
-                          MAP_NORESERVE | MAP_POPULATE;
+  const int kKnownFlags = MAP_TYPE | MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_NORESERVE | MAP_POPULATE;
   if ((flags & ~kKnownFlags) != 0) {
-    return PosixError(EINVAL, absl::StrCat("umap: unsupported flags 0x", absl::Hex(flags & ~kKnownFlags)));
+    return PosixError(EINVAL,
+                      absl::StrCat("umap: unsupported flags 0x", absl::Hex(flags & ~kKnownFlags)));
   }
   if ((prot & ~(PROT_READ | PROT_WRITE)) != 0) {
     return PosixError(EINVAL, "umap: prot may contain only PROT_READ and PROT_WRITE");
   }
   if (offset < 0 || static_cast<uint64_t>(offset) % geo_.block_size != 0) {
-    return PosixError(EINVAL, absl::StrCat("umap: offset ", offset,
-                                           " is not a multiple of the block size ",
-                                           geo_.block_size));
+    return PosixError(EINVAL,
+                      absl::StrCat("umap: offset ", offset, " is not a multiple of the block size ",
+                                   geo_.block_size));
   }
   const bool fixed = (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) != 0;
   if (fixed && (reinterpret_cast<uintptr_t>(addr) % page_size_) != 0) {
@@ -641,10 +641,10 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   // Locks first: a second writer fails before it reads or replays anything.
   const bool auto_mode =
       coherence.mode == UMAP_COHERENCE_AUTO && options_.coherence == UMAP_COHERENCE_AUTO;
-  ASSIGN_OR_RETURN(std::unique_ptr<Coherence> coh,
-                   Coherence::Establish(mode, auto_mode, fd, file->name(),
-                                        static_cast<uint64_t>(offset), offset + region,
-                                        geo_.block_size, coherence.write_ranges));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Coherence> coh,
+      Coherence::Establish(mode, auto_mode, fd, file->name(), static_cast<uint64_t>(offset),
+                           offset + region, geo_.block_size, coherence.write_ranges));
   std::unique_ptr<WriteBack> write_back;
   if (writable) {
     ASSIGN_OR_RETURN(write_back, MakeWriteBack(file.get()));
@@ -655,8 +655,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
         absl::MutexLock l(&mu_);
         journal = journal_.get();  // set by MakeWriteBack unless journal_mode is off
       }
-      write_back =
-          std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
+      write_back = std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
     }
   }
   // A writable region must be readable for UFFDIO_COPY'd pages to make sense to the app.
@@ -684,14 +683,13 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
     ReleaseRegion(base, region);
     return PosixError(ENOMEM, absl::StrCat("umap: more than ", kMaxMappings, " mappings"));
   }
-  Mapping::Params p{base, length, region, static_cast<uint64_t>(offset), file_size, writable,
-                    slot, region_prot};
+  Mapping::Params p{base,      length,   region, static_cast<uint64_t>(offset),
+                    file_size, writable, slot,   region_prot};
   auto* m = new Mapping(this, p, std::move(file));
   if (sizer_ != nullptr) {
     // Sampling is keyed by block and a per-mapping salt, so that mappings side by side do
     // not all sample the same offsets.
-    auto tracker =
-        std::make_unique<ReuseTracker>(m->blocks(), 0x9e3779b97f4a7c15ull * (slot + 1));
+    auto tracker = std::make_unique<ReuseTracker>(m->blocks(), 0x9e3779b97f4a7c15ull * (slot + 1));
     if (!tracker->ok()) {
       UMAP_LOG(kWarn, "no reuse tracker for ", m->file()->name(),
                " (address space): its cache share follows its misses only");
@@ -759,35 +757,35 @@ absl::Status Runtime::RecoverPendingFor(JournalHandle* handle, File* file) {
       break;
     }
   }
-  const int err = code == recovery::ExitCode::kIoError && ErrnoFromStatus(cause) == ENOSPC
-                      ? ENOSPC
-                      : EIO;
-  return PosixError(err, absl::StrCat("umap: ", file->name(),
-                                      " has committed journal records in ", handle->dir(),
-                                      " that could not be replayed (",
+  const int err =
+      code == recovery::ExitCode::kIoError && ErrnoFromStatus(cause) == ENOSPC ? ENOSPC : EIO;
+  return PosixError(err, absl::StrCat("umap: ", file->name(), " has committed journal records in ",
+                                      handle->dir(), " that could not be replayed (",
                                       cause.ok() ? "see the log" : cause.message(),
                                       "); they are kept: map again, or run umap-recover "
-                                      "--journal ", handle->dir()));
+                                      "--journal ",
+                                      handle->dir()));
 }
 
 absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
   if (options_.journal_mode == UMAP_JOURNAL_OFF) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
-      UMAP_LOG(kWarn, "journal_mode=off: write-back goes straight to the file; a crash can "
-                      "leave torn or partial updates (benchmarks only)");
+      UMAP_LOG(kWarn,
+               "journal_mode=off: write-back goes straight to the file; a crash can "
+               "leave torn or partial updates (benchmarks only)");
     }
     return std::unique_ptr<WriteBack>(new DirectWriteBack(file, geo_.block_size));
   }
-  const journal::Policy policy = options_.policy == UMAP_POLICY_RELAXED
-                                     ? journal::Policy::kRelaxed
-                                     : journal::Policy::kAtomic;
+  const journal::Policy policy =
+      options_.policy == UMAP_POLICY_RELAXED ? journal::Policy::kRelaxed : journal::Policy::kAtomic;
   const journal::Contents contents = options_.journal_mode == UMAP_JOURNAL_INTENT
                                          ? journal::Contents::kIntent
                                          : journal::Contents::kData;
   if (policy == journal::Policy::kAtomic && contents == journal::Contents::kIntent) {
-    return PosixError(EINVAL, "journal_mode=intent needs policy=relaxed (atomic umsync needs "
-                              "the block payloads in the journal)");
+    return PosixError(EINVAL,
+                      "journal_mode=intent needs policy=relaxed (atomic umsync needs "
+                      "the block payloads in the journal)");
   }
   JournalHandle* handle;
   {
@@ -885,7 +883,8 @@ absl::Status Runtime::Unmap(void* addr, size_t length) {
   if (!fenced) RETURN_IF_ERROR(m->Sync(0, m->blocks()));
   if (absl::Status s = fenced ? absl::OkStatus() : m->CloseWriteBack(); !s.ok()) {
     // Everything is durable in the file; only the journal's mapping record lingers.
-    UMAP_LOG(kWarn, "uunmap of ", m->file()->name(), ": journal record not removed: ", s.ToString());
+    UMAP_LOG(kWarn, "uunmap of ", m->file()->name(),
+             ": journal record not removed: ", s.ToString());
   }
   {
     absl::MutexLock l(&mu_);

@@ -47,8 +47,8 @@
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
 #include "runtime/shadow_pool.h"
-#include "runtime/stats_publisher.h"
 #include "runtime/srcu.h"
+#include "runtime/stats_publisher.h"
 #include "runtime/thread_refs.h"
 #include "runtime/uffd.h"
 #include "runtime/zeroed_array.h"
@@ -76,8 +76,8 @@ absl::Status WaitForIoUringThreadsToExit();
 // Counters (relaxed atomics; a snapshot is approximate while faults run).
 struct Counters {
   std::atomic<uint64_t> faults_missing{0}, faults_wp{0}, blocks_read{0}, blocks_written{0},
-      evictions{0}, dirty_evictions{0}, io_errors{0}, sigbus{0}, stale_faults{0},
-      pool_waits{0}, shared_syncs{0};
+      evictions{0}, dirty_evictions{0}, io_errors{0}, sigbus{0}, stale_faults{0}, pool_waits{0},
+      shared_syncs{0};
 };
 
 class Runtime {
@@ -89,8 +89,8 @@ class Runtime {
 
   // mmap()-like; see include/umap/umap.h for the rules, and runtime/coherence.h for
   // `coherence` (umap_ex2's options). Errors carry the errno (PosixError).
-  absl::StatusOr<void*> Map(void* addr, size_t length, int prot, int flags, int fd,
-                            off_t offset, const CoherenceRequest& coherence = {});
+  absl::StatusOr<void*> Map(void* addr, size_t length, int prot, int flags, int fd, off_t offset,
+                            const CoherenceRequest& coherence = {});
   // Writes back, then removes the mapping that starts at addr (exactly `length` long).
   absl::Status Unmap(void* addr, size_t length);
   // Writes back and fdatasyncs the dirty blocks of [addr, addr+length).
@@ -110,9 +110,10 @@ class Runtime {
   // synced must never reach the file (Resume reads them back; recovery without a resume
   // discards them) —, applies and marks every committed transaction, then stops the
   // runtime's threads, closes its userfaultfd, io_uring rings and journal, and leaves every
-  // mapping an inaccessible (PROT_NONE), empty address range. Waits for Map/Unmap/Sync calls in progress; later ones wait for Resume. OK when
-  // already quiesced. On failure (a write-back error: its errno, ENOSPC or EIO; EBUSY when
-  // something stays pending) the runtime runs on as before and nothing is lost. ESTALE when fenced. The kernel's io_uring worker threads may outlive the rings
+  // mapping an inaccessible (PROT_NONE), empty address range. Waits for Map/Unmap/Sync calls in
+  // progress; later ones wait for Resume. OK when already quiesced. On failure (a write-back error:
+  // its errno, ENOSPC or EIO; EBUSY when something stays pending) the runtime runs on as before and
+  // nothing is lost. ESTALE when fenced. The kernel's io_uring worker threads may outlive the rings
   // for a moment, and as long as another runtime's rings are open: the caller waits for
   // them once every runtime quiesced (WaitForIoUringThreadsToExit).
   absl::Status Quiesce();
@@ -198,10 +199,12 @@ class Runtime {
   // One attempt, no waiting (read-ahead): kNone when no block is free or clean right now.
   uint32_t TryAcquireBlock();
   io::IoManager& io() { return *io_; }
-  // The thread whose fault queued the fill into `cb` (0: read-ahead). Written before the
+  // The thread whose fault queued the fill into `cache_block` (0: read-ahead). Written before the
   // fill is queued, read when it completes (the scheduler's lock orders the two).
-  void set_fill_tid(uint32_t cb, pid_t tid) { fill_tids_[cb] = tid; }  // (ZeroedArray)
-  pid_t fill_tid(uint32_t cb) const { return fill_tids_[cb]; }
+  void set_fill_tid(uint32_t cache_block, pid_t tid) {
+    fill_tids_[cache_block] = tid;
+  }  // (ZeroedArray)
+  pid_t fill_tid(uint32_t cache_block) const { return fill_tids_[cache_block]; }
   // Largest read-ahead window in blocks (0: off): prefetch_bytes, at most a quarter of the
   // cache's capacity now.
   uint32_t prefetch_blocks() const {
@@ -218,7 +221,7 @@ class Runtime {
     bool journal = false;  // a journal was open (and is now suspended)
     uint64_t last_lsn = 0;
     uint64_t last_mapping_id = 0;
-    uint64_t staged_blocks = 0;  // atomic policy: the unsynced blocks, staged by the quiesce
+    uint64_t staged_blocks = 0;         // atomic policy: the unsynced blocks, staged by the quiesce
     std::vector<uint64_t> mapping_ids;  // this runtime's writable mappings in the journal
     std::vector<std::pair<Mapping*, FileIdentity>> files;
   };
@@ -264,7 +267,8 @@ class Runtime {
   void HandleFault(HandlerCtx& ctx, const uffd_msg& msg);
   Mapping* FindMapping(uint64_t addr) const;
   // The pool's batched eviction callback (BlockPool::AcquireBatched).
-  void EvictBatch(const uint32_t* cbs, const uint64_t* owners, int n, bool* freed, int pass);
+  void EvictBatch(const uint32_t* cache_blocks, const uint64_t* owners, int n, bool* freed,
+                  int pass);
   // Victims per eviction batch: up to 32, fewer in a small cache so that a batch never
   // empties a large part of it.
   int EvictBatchSize() const;

@@ -30,9 +30,9 @@ class SizingPolicy {
   static constexpr uint32_t kUnbounded = std::numeric_limits<uint32_t>::max();
 
   struct Options {
-    uint32_t floor_blocks = 64;      // pressure never shrinks below this (the start)
-    uint32_t min_step_blocks = 64;   // smallest relaxation step
-    uint64_t hold_us = 4'000'000;    // quiet time before the pressure ceiling rises
+    uint32_t floor_blocks = 64;     // pressure never shrinks below this (the start)
+    uint32_t min_step_blocks = 64;  // smallest relaxation step
+    uint64_t hold_us = 4'000'000;   // quiet time before the pressure ceiling rises
     uint64_t max_hold_us = 64'000'000;
     uint64_t pressure_gap_us = 2'000'000;
   };
@@ -45,12 +45,12 @@ class SizingPolicy {
     bool pressure = false;
   };
   struct Output {
-    uint32_t limit = 0;     // to set (only ever lowered here)
-    uint32_t ceiling = 0;   // the fault path may grow the limit up to this
+    uint32_t limit = 0;    // to set (only ever lowered here)
+    uint32_t ceiling = 0;  // the fault path may grow the limit up to this
     bool pressure_acted = false;
   };
 
-  explicit SizingPolicy(const Options& o) : o_(o), hold_us_(o.hold_us) {}
+  explicit SizingPolicy(const Options& o) : options_(o), hold_us_(o.hold_us) {}
 
   Output Step(const Input& in);
 
@@ -62,7 +62,7 @@ class SizingPolicy {
   void OnPressure(const Input& in);
   void MaybeRelax(const Input& in);
 
-  const Options o_;
+  const Options options_;
   uint32_t pressure_ceiling_ = kUnbounded;
   uint64_t hold_us_;
   uint64_t last_pressure_us_ = 0;

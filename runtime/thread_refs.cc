@@ -36,19 +36,19 @@ ThreadRefs::Slot* ThreadRefs::Find(pid_t tid, bool create) {
   return nullptr;
 }
 
-void ThreadRefs::Touch(pid_t tid, uint32_t cb) {
+void ThreadRefs::Touch(pid_t tid, uint32_t cache_block) {
   Slot* s = Find(tid, /*create=*/true);
   if (s == nullptr) {
     untracked_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  uint32_t gen = pool_->generation(cb);
-  uint64_t ref = ((static_cast<uint64_t>(gen) << 32) | cb) + 1;
+  uint32_t gen = pool_->generation(cache_block);
+  uint64_t ref = ((static_cast<uint64_t>(gen) << 32) | cache_block) + 1;
   // Already among this thread's references: nothing to do.
   for (auto& r : s->refs) {
     if (r.load(std::memory_order_relaxed) == ref) return;
   }
-  if (!pool_->AddRef(cb, gen)) return;  // reused under us; the next fault will refer again
+  if (!pool_->AddRef(cache_block, gen)) return;  // reused under us; the next fault will refer again
   uint32_t pos = s->pos.load(std::memory_order_relaxed);
   uint64_t old = s->refs[pos].exchange(ref, std::memory_order_acq_rel);
   s->pos.store((pos + 1) % kDepth, std::memory_order_relaxed);

@@ -29,8 +29,8 @@ class ThreadRefs {
 
   explicit ThreadRefs(BlockPool* pool);
 
-  // Thread `tid` now uses `cb`: reference it, drop the thread's oldest reference.
-  void Touch(pid_t tid, uint32_t cb);
+  // Thread `tid` now uses `cache_block`: reference it, drop the thread's oldest reference.
+  void Touch(pid_t tid, uint32_t cache_block);
   // Drops the references of threads that no longer exist; returns how many threads.
   int ReclaimDead();
   // Drops every reference `tid` holds (tests; a thread known to be gone).
@@ -43,7 +43,7 @@ class ThreadRefs {
   struct Slot {
     std::atomic<pid_t> tid{0};  // 0 free, -1 tombstone (reusable)
     std::atomic<uint32_t> pos{0};
-    std::atomic<uint64_t> refs[kDepth] = {};  // (generation << 32 | cb) + 1; 0 = none
+    std::atomic<uint64_t> refs[kDepth] = {};  // (generation << 32 | cache_block) + 1; 0 = none
   };
   Slot* Find(pid_t tid, bool create);
   void DropAll(Slot* s);

@@ -6,12 +6,12 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
-#include <climits>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -49,9 +49,7 @@ struct IoManager::QueueState : IoQueue {
   std::atomic<bool> closing{false};
 };
 
-IoManager::QueueState* IoManager::StateOf(IoQueue* q) const {
-  return static_cast<QueueState*>(q);
-}
+IoManager::QueueState* IoManager::StateOf(IoQueue* q) const { return static_cast<QueueState*>(q); }
 
 // One io_uring. Slots carry one merged read each. The channel's eventfd is registered with
 // the ring, so every completion makes it readable: whoever drives the channel polls it
@@ -156,7 +154,7 @@ class IoManager::UringChannel {
   int logged_submit_errno_ ABSL_GUARDED_BY(mu_) = 0;
   // Per slot, what InFlightNow reports: published at issue, cleared when the kernel returns
   // the read (an abandoned read stays: the call is still out there).
-  std::unique_ptr<PublishedIo[]> pub_;      // allocated in Init, never resized
+  std::unique_ptr<PublishedIo[]> pub_;  // allocated in Init, never resized
 };
 
 void IoManager::UringChannel::CollectInFlight(InFlight* out) const {
@@ -330,8 +328,8 @@ absl::StatusOr<std::unique_ptr<IoManager>> IoManager::Create(const IoOptions& op
     return PosixError(EINVAL, absl::StrCat("io_channels ", options.channels, " must be in 1..64"));
   }
   if (options.uring_channels == 0 || options.uring_channels > 64) {
-    return PosixError(EINVAL, absl::StrCat("io_uring channels ", options.uring_channels,
-                                           " must be in 1..64"));
+    return PosixError(
+        EINVAL, absl::StrCat("io_uring channels ", options.uring_channels, " must be in 1..64"));
   }
   if (options.depth == 0 || options.depth > 256) {
     return PosixError(EINVAL, absl::StrCat("io_depth ", options.depth, " must be in 1..256"));
@@ -391,8 +389,8 @@ absl::Status IoManager::Start() {
   // helper per channel for files without a descriptor.
   sync_count_ = engine_ == Engine::kPosix ? options_.channels * options_.depth : options_.channels;
   buffers_len_ = static_cast<size_t>(uring_slots + sync_count_) * options_.max_io_bytes;
-  void* p = ::mmap(nullptr, buffers_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  void* p =
+      ::mmap(nullptr, buffers_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     buffers_ = nullptr;
     return PosixError(errno, absl::StrCat("allocating ", buffers_len_, " bytes of I/O buffers"));
@@ -465,7 +463,7 @@ void IoManager::RemoveQueue(IoQueue* queue) {
   qs->closing.store(true, std::memory_order_release);
   std::vector<std::pair<uint64_t, uint32_t>> dropped;
   sched_.Close(queue, &dropped);
-  for (const auto& [block, cb] : dropped) {
+  for (const auto& [block, cache_block] : dropped) {
     Run r;
     r.queue = queue;
     r.first = block;
@@ -483,9 +481,9 @@ void IoManager::RemoveQueue(IoQueue* queue) {
   delete qs;
 }
 
-void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cb, bool kick) {
+void IoManager::Submit(IoQueue* queue, uint64_t block, uint32_t cache_block, bool kick) {
   StateOf(queue)->outstanding.fetch_add(1, std::memory_order_relaxed);
-  sched_.Push(queue, block, cb, Now());
+  sched_.Push(queue, block, cache_block, Now());
   if (kick) Kick();
 }
 
@@ -546,8 +544,8 @@ void IoManager::Finish(const Run& run, char* buf, int64_t res) {
   const uint64_t off = c->ByteOffset(run.first);
   if (res < 0) {
     Fail(run, PosixError(static_cast<int>(-res),
-                         absl::StrCat("read of ", run.count, " blocks of ",
-                                      c->read_file()->name(), " at offset ", off)));
+                         absl::StrCat("read of ", run.count, " blocks of ", c->read_file()->name(),
+                                      " at offset ", off)));
     return;
   }
   const size_t valid = c->ValidBytes(run.first, run.count);
@@ -567,8 +565,8 @@ void IoManager::Finish(const Run& run, char* buf, int64_t res) {
   counters_.reads.fetch_add(1, std::memory_order_relaxed);
   counters_.blocks.fetch_add(run.count, std::memory_order_relaxed);
   counters_.bytes.fetch_add(valid, std::memory_order_relaxed);
-  counters_.size_hist[SizeBucket(static_cast<size_t>(run.count) * options_.block_size)]
-      .fetch_add(1, std::memory_order_relaxed);
+  counters_.size_hist[SizeBucket(static_cast<size_t>(run.count) * options_.block_size)].fetch_add(
+      1, std::memory_order_relaxed);
   c->Complete(run, buf, absl::OkStatus());
   qs->outstanding.fetch_sub(run.count, std::memory_order_release);
 }
@@ -596,8 +594,8 @@ void IoManager::RetryOrFail(const Run& run, const char* what, uint64_t age_us) {
   const uint64_t off = c->ByteOffset(run.first);
   // The watchdog's report: which file, where, how long, and what happens next.
   UMAP_LOG(kWarn, what, " of ", c->read_file()->name(), " offset ", off, " length ",
-           static_cast<uint64_t>(run.count) * options_.block_size, " stalled for ",
-           age_us / 1000, " ms (attempt ", run.attempt + 1, " of ", options_.retries + 1,
+           static_cast<uint64_t>(run.count) * options_.block_size, " stalled for ", age_us / 1000,
+           " ms (attempt ", run.attempt + 1, " of ", options_.retries + 1,
            run.attempt < options_.retries ? "); retrying" : "); giving up");
   if (run.attempt < options_.retries) {
     counters_.retries.fetch_add(1, std::memory_order_relaxed);
@@ -607,17 +605,17 @@ void IoManager::RetryOrFail(const Run& run, const char* what, uint64_t age_us) {
     WakeChannels();
     return;
   }
-  Fail(run, PosixError(ETIMEDOUT, absl::StrCat("read of ", c->read_file()->name(),
-                                               " at offset ", off, " timed out ",
-                                               options_.retries + 1, " times (io_timeout_ms=",
-                                               options_.timeout_us / 1000, ")")));
+  Fail(run, PosixError(ETIMEDOUT,
+                       absl::StrCat("read of ", c->read_file()->name(), " at offset ", off,
+                                    " timed out ", options_.retries + 1,
+                                    " times (io_timeout_ms=", options_.timeout_us / 1000, ")")));
 }
 
 void IoManager::SyncLoop(unsigned index) {
   ::pthread_setname_np(::pthread_self(), "umap-io");
   SyncSlot& slot = sync_slots_[index];
-  const IoScheduler::Taker who = engine_ == Engine::kPosix ? IoScheduler::Taker::kSync
-                                                            : IoScheduler::Taker::kSyncHelper;
+  const IoScheduler::Taker who =
+      engine_ == Engine::kPosix ? IoScheduler::Taker::kSync : IoScheduler::Taker::kSyncHelper;
   for (;;) {
     sched_.WaitForWork(&stop_, who, [this] { return Now(); });
     if (stop_.load(std::memory_order_acquire)) return;
@@ -662,18 +660,17 @@ void IoManager::SyncLoop(unsigned index) {
 void IoManager::WatchdogLoop() {
   ::pthread_setname_np(::pthread_self(), "umap-watchdog");
   // Deadlines of synchronous reads (io_uring channels watch their own slots).
-  const auto period = std::chrono::microseconds(
-      std::clamp<uint64_t>(options_.timeout_us / 4, 1000, 100'000));
+  const auto period =
+      std::chrono::microseconds(std::clamp<uint64_t>(options_.timeout_us / 4, 1000, 100'000));
   for (;;) {
     {
       // Woken early by the destructor, so that destroying a runtime never waits a period.
       absl::MutexLock l(&watchdog_mu_);
-      watchdog_mu_.AwaitWithTimeout(absl::Condition(
-                                        +[](std::atomic<bool>* stop) {
-                                          return stop->load(std::memory_order_acquire);
-                                        },
-                                        &stop_),
-                                    absl::FromChrono(period));
+      watchdog_mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](std::atomic<bool>* stop) { return stop->load(std::memory_order_acquire); },
+              &stop_),
+          absl::FromChrono(period));
     }
     if (stop_.load(std::memory_order_acquire)) return;
     const uint64_t now = Now();
@@ -716,9 +713,8 @@ absl::Status IoManager::Write(File* file, absl::Span<const WritePiece> pieces,
   // offset); a call that finds every tracker taken is simply not reported.
   uint64_t total = 0;
   for (const WritePiece& p : pieces) total += p.len;
-  const int tracker = pieces.empty() ? -1
-                                     : Track(write_pub_, write_pub_used_, file,
-                                             pieces.front().offset, total);
+  const int tracker =
+      pieces.empty() ? -1 : Track(write_pub_, write_pub_used_, file, pieces.front().offset, total);
   absl::Status s = writer_.Write(file, pieces, before_each);
   if (tracker >= 0) {
     write_pub_[tracker].Clear();

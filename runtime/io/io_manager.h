@@ -35,9 +35,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "base/write_engine.h"
@@ -50,12 +50,12 @@ enum class Engine { kAuto, kUring, kPosix };
 
 struct IoOptions {
   Engine engine = Engine::kAuto;
-  unsigned channels = 2;          // posix engine: groups of `depth` synchronous threads
-  unsigned uring_channels = 2;    // io_uring engine: rings (one per fault handler thread)
-  unsigned depth = 16;            // merged reads in flight per channel
+  unsigned channels = 2;            // posix engine: groups of `depth` synchronous threads
+  unsigned uring_channels = 2;      // io_uring engine: rings (one per fault handler thread)
+  unsigned depth = 16;              // merged reads in flight per channel
   size_t max_io_bytes = 512 << 10;  // largest merged read or write
   size_t block_size = 4096;
-  uint32_t cache_blocks = 0;      // pool size: bounds the fills that can be queued
+  uint32_t cache_blocks = 0;  // pool size: bounds the fills that can be queued
   uint32_t max_queues = 4096;
   uint64_t timeout_us = 30'000'000;
   unsigned retries = 3;
@@ -65,9 +65,9 @@ struct IoOptions {
 inline constexpr int kSizeBuckets = 12;
 
 struct IoCounters {
-  std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0},
-      retries{0}, errors{0}, sync_reads{0};
-  std::atomic<uint64_t> interrupted{0};  // reads that returned EINTR/EAGAIN and were requeued
+  std::atomic<uint64_t> reads{0}, blocks{0}, bytes{0}, queue_wait_us{0}, timeouts{0}, retries{0},
+      errors{0}, sync_reads{0};
+  std::atomic<uint64_t> interrupted{0};   // reads that returned EINTR/EAGAIN and were requeued
   std::atomic<uint64_t> inline_reads{0};  // of `reads`: done by the faulting thread itself
   std::atomic<uint64_t> size_hist[kSizeBuckets] = {};
 };
@@ -151,10 +151,10 @@ class IoManager {
   // flight. REQUIRES: nothing submits to it any more.
   void RemoveQueue(IoQueue* queue);
 
-  // Queues a fill of `block` holding cache block `cb`; a channel will call Complete. With
+  // Queues a fill of `block` holding cache block `cache_block`; a channel will call Complete. With
   // `kick` false the channels are not told yet: queue a batch, then Kick() once, so that
   // the batch is merged before a channel takes any of it.
-  void Submit(IoQueue* queue, uint64_t block, uint32_t cb, bool kick = true);
+  void Submit(IoQueue* queue, uint64_t block, uint32_t cache_block, bool kick = true);
   // Tells channels driven by the manager's own threads that work is queued (channels driven
   // by fault handlers are pumped by them after each batch of faults).
   void Kick();
@@ -188,8 +188,8 @@ class IoManager {
   static constexpr int kInlineTrackers = 64;  // concurrent inline reads reported
   // Claims a free tracker of `used` and publishes the request in it; -1 when all are taken.
   template <int N>
-  int Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner,
-            uint64_t offset, uint64_t length, uint32_t attempt = 0);
+  int Track(PublishedIo (&pub)[N], std::atomic<bool> (&used)[N], const void* owner, uint64_t offset,
+            uint64_t length, uint32_t attempt = 0);
   IoManager(const IoOptions& options, Env* env, Engine engine);
   absl::Status Start();
   // Synchronous channel `index`: takes runs and reads them with File::ReadAt.

@@ -5,10 +5,9 @@
 
 namespace umap::runtime::io {
 
-IoScheduler::IoScheduler(uint32_t nodes, uint32_t max_queues)
-    : nodes_(nodes), node_count_(nodes) {
+IoScheduler::IoScheduler(uint32_t nodes, uint32_t max_queues) : nodes_(nodes), node_count_(nodes) {
   heap_.reserve(max_queues);
-  requeued_.reserve(nodes);  // a run holds at least one cb, so this many always fit
+  requeued_.reserve(nodes);  // a run holds at least one cache block, so this many always fit
 }
 
 void IoScheduler::Requeue(const Run& run, uint64_t due_us) {
@@ -20,8 +19,7 @@ void IoScheduler::Requeue(const Run& run, uint64_t due_us) {
   work_cv_.SignalAll();  // rare; any waiter may be the one that can take it
 }
 
-bool IoScheduler::TakeOverdue(uint64_t before_us, bool sync_stuck, bool async_stuck,
-                              Run* out) {
+bool IoScheduler::TakeOverdue(uint64_t before_us, bool sync_stuck, bool async_stuck, Run* out) {
   absl::MutexLock l(&mu_);
   if (earliest_due_.load(std::memory_order_relaxed) >= before_us) return false;
   for (size_t i = 0; i < requeued_.size(); ++i) {
@@ -42,20 +40,20 @@ uint64_t IoScheduler::earliest_due_us() const {
   return earliest_due_.load(std::memory_order_relaxed);
 }
 
-void IoScheduler::Push(IoQueue* q, uint64_t block, uint32_t cb, uint64_t now_us) {
+void IoScheduler::Push(IoQueue* q, uint64_t block, uint32_t cache_block, uint64_t now_us) {
   absl::MutexLock l(&mu_);
-  Node& n = nodes_[cb];
+  Node& n = nodes_[cache_block];
   n.queue = q;
   n.block = block;
   n.enqueued_us = now_us;
   n.next = kNoCb;
   n.prev = q->tail_;
   if (q->tail_ != kNoCb) {
-    nodes_[q->tail_].next = cb;
+    nodes_[q->tail_].next = cache_block;
   } else {
-    q->head_ = cb;
+    q->head_ = cache_block;
   }
-  q->tail_ = cb;
+  q->tail_ = cache_block;
   q->queued_.fetch_add(1, std::memory_order_relaxed);
   backlog_.fetch_add(1, std::memory_order_relaxed);
   if (q->heap_pos_ < 0) {
@@ -67,15 +65,15 @@ void IoScheduler::Push(IoQueue* q, uint64_t block, uint32_t cb, uint64_t now_us)
   if (fresh_waiters_ > 0) work_cv_.Signal();
 }
 
-bool IoScheduler::IsQueued(IoQueue* q, uint64_t block, uint32_t cb) const {
-  if (cb == kNoCb || cb >= node_count_) return false;
+bool IoScheduler::IsQueued(IoQueue* q, uint64_t block, uint32_t cache_block) const {
+  if (cache_block == kNoCb || cache_block >= node_count_) return false;
   // A node names a queue only while it is linked into that queue's FIFO.
-  const Node& n = nodes_[cb];
+  const Node& n = nodes_[cache_block];
   return n.queue == q && n.block == block;
 }
 
-void IoScheduler::Unlink(uint32_t cb) {
-  Node& n = nodes_[cb];
+void IoScheduler::Unlink(uint32_t cache_block) {
+  Node& n = nodes_[cache_block];
   IoQueue* q = n.queue;
   if (n.prev != kNoCb) {
     nodes_[n.prev].next = n.next;
@@ -138,15 +136,15 @@ bool IoScheduler::Next(uint32_t max_blocks, uint64_t now_us, Taker who, Run* out
   // Extend downwards, then upwards, through queued neighbours (PIAO order).
   IoClient* c = q->client();
   while (hi - lo + 1 < max_blocks && lo > 0) {
-    uint32_t cb = c->QueuedCb(lo - 1);
-    if (!IsQueued(q, lo - 1, cb)) break;
-    Unlink(cb);
+    uint32_t cache_block = c->QueuedCb(lo - 1);
+    if (!IsQueued(q, lo - 1, cache_block)) break;
+    Unlink(cache_block);
     --lo;
   }
   while (hi - lo + 1 < max_blocks) {
-    uint32_t cb = c->QueuedCb(hi + 1);
-    if (!IsQueued(q, hi + 1, cb)) break;
-    Unlink(cb);
+    uint32_t cache_block = c->QueuedCb(hi + 1);
+    if (!IsQueued(q, hi + 1, cache_block)) break;
+    Unlink(cache_block);
     ++hi;
   }
   out->first = lo;
@@ -164,9 +162,9 @@ bool IoScheduler::Next(uint32_t max_blocks, uint64_t now_us, Taker who, Run* out
 void IoScheduler::Close(IoQueue* q, std::vector<std::pair<uint64_t, uint32_t>>* dropped) {
   absl::MutexLock l(&mu_);
   while (q->head_ != kNoCb) {
-    const uint32_t cb = q->head_;
-    dropped->emplace_back(nodes_[cb].block, cb);
-    Unlink(cb);
+    const uint32_t cache_block = q->head_;
+    dropped->emplace_back(nodes_[cache_block].block, cache_block);
+    Unlink(cache_block);
   }
   if (q->heap_pos_ >= 0) HeapRemove(q);
 }

@@ -11,9 +11,9 @@ namespace {
 
 // Evicting a CB always succeeds and records which one was evicted.
 struct Evictions {
-  std::vector<uint32_t> cbs;
-  bool operator()(uint32_t cb, uint64_t) {
-    cbs.push_back(cb);
+  std::vector<uint32_t> cache_blocks;
+  bool operator()(uint32_t cache_block, uint64_t) {
+    cache_blocks.push_back(cache_block);
     return true;
   }
 };
@@ -23,36 +23,36 @@ TEST(BlockPool, HandsOutEveryFreeBlockOnceBeforeEvicting) {
   Evictions ev;
   std::set<uint32_t> got;
   for (int i = 0; i < 4; ++i) {
-    uint32_t cb = pool.Acquire(std::ref(ev), [] {});
-    ASSERT_NE(cb, BlockPool::kNone);
-    EXPECT_EQ(pool.state(cb), CbState::kBusy);
-    got.insert(cb);
-    pool.Publish(cb, 100 + i);
-    EXPECT_EQ(pool.state(cb), CbState::kSemiActive);
+    uint32_t cache_block = pool.Acquire(std::ref(ev), [] {});
+    ASSERT_NE(cache_block, BlockPool::kNone);
+    EXPECT_EQ(pool.state(cache_block), CbState::kBusy);
+    got.insert(cache_block);
+    pool.Publish(cache_block, 100 + i);
+    EXPECT_EQ(pool.state(cache_block), CbState::kSemiActive);
   }
   EXPECT_EQ(got.size(), 4u);
-  EXPECT_TRUE(ev.cbs.empty());
+  EXPECT_TRUE(ev.cache_blocks.empty());
   EXPECT_EQ(pool.resident(), 4u);
-  uint32_t cb = pool.Acquire(std::ref(ev), [] {});
-  ASSERT_NE(cb, BlockPool::kNone);
-  EXPECT_EQ(ev.cbs.size(), 1u) << "a full pool evicts exactly one block";
+  uint32_t cache_block = pool.Acquire(std::ref(ev), [] {});
+  ASSERT_NE(cache_block, BlockPool::kNone);
+  EXPECT_EQ(ev.cache_blocks.size(), 1u) << "a full pool evicts exactly one block";
   EXPECT_EQ(pool.resident(), 3u);
 }
 
 TEST(BlockPool, ReferencedBlocksAreActiveAndNotEvicted) {
   BlockPool pool(3);
   auto noevict = [](uint32_t, uint64_t) { return true; };
-  std::vector<uint32_t> cbs;
+  std::vector<uint32_t> cache_blocks;
   for (int i = 0; i < 3; ++i) {
-    cbs.push_back(pool.Acquire(noevict, [] {}));
-    pool.Publish(cbs.back(), i);
+    cache_blocks.push_back(pool.Acquire(noevict, [] {}));
+    pool.Publish(cache_blocks.back(), i);
   }
-  ASSERT_TRUE(pool.AddRef(cbs[0], pool.generation(cbs[0])));
-  ASSERT_TRUE(pool.AddRef(cbs[2], pool.generation(cbs[2])));
-  EXPECT_EQ(pool.state(cbs[0]), CbState::kActive);
+  ASSERT_TRUE(pool.AddRef(cache_blocks[0], pool.generation(cache_blocks[0])));
+  ASSERT_TRUE(pool.AddRef(cache_blocks[2], pool.generation(cache_blocks[2])));
+  EXPECT_EQ(pool.state(cache_blocks[0]), CbState::kActive);
   Evictions ev;
   uint32_t got = pool.Acquire(std::ref(ev), [] {});
-  EXPECT_EQ(got, cbs[1]) << "the only unreferenced block is the victim";
+  EXPECT_EQ(got, cache_blocks[1]) << "the only unreferenced block is the victim";
 }
 
 TEST(BlockPool, ReclaimRunsBeforeReferencesAreOverridden) {
@@ -79,9 +79,9 @@ TEST(BlockPool, AllReferencedForcesAnEvictionRatherThanDeadlock) {
   BlockPool pool(2);
   auto ok = [](uint32_t, uint64_t) { return true; };
   for (int i = 0; i < 2; ++i) {
-    uint32_t cb = pool.Acquire(ok, [] {});
-    pool.Publish(cb, i);
-    ASSERT_TRUE(pool.AddRef(cb, pool.generation(cb)));
+    uint32_t cache_block = pool.Acquire(ok, [] {});
+    pool.Publish(cache_block, i);
+    ASSERT_TRUE(pool.AddRef(cache_block, pool.generation(cache_block)));
   }
   EXPECT_NE(pool.Acquire(ok, [] {}), BlockPool::kNone);
   EXPECT_EQ(pool.forced_evictions(), 1u);
@@ -98,16 +98,16 @@ TEST(BlockPool, OwnerRefusingEvictionYieldsNone) {
 TEST(BlockPool, StaleReferencesToAReusedBlockAreIgnored) {
   BlockPool pool(1);
   auto ok = [](uint32_t, uint64_t) { return true; };
-  uint32_t cb = pool.Acquire(ok, [] {});
-  pool.Publish(cb, 1);
-  uint32_t old_gen = pool.generation(cb);
+  uint32_t cache_block = pool.Acquire(ok, [] {});
+  pool.Publish(cache_block, 1);
+  uint32_t old_gen = pool.generation(cache_block);
   uint32_t again = pool.Acquire(ok, [] {});  // evicts and reuses it
-  ASSERT_EQ(again, cb);
-  EXPECT_NE(pool.generation(cb), old_gen);
-  EXPECT_FALSE(pool.AddRef(cb, old_gen));
-  pool.Publish(cb, 2);
-  pool.DropRef(cb, old_gen);  // must not underflow the new generation's count
-  EXPECT_EQ(pool.state(cb), CbState::kSemiActive);
+  ASSERT_EQ(again, cache_block);
+  EXPECT_NE(pool.generation(cache_block), old_gen);
+  EXPECT_FALSE(pool.AddRef(cache_block, old_gen));
+  pool.Publish(cache_block, 2);
+  pool.DropRef(cache_block, old_gen);  // must not underflow the new generation's count
+  EXPECT_EQ(pool.state(cache_block), CbState::kSemiActive);
 }
 
 // Whatever the sequence of acquire/publish/release, the pool never has more resident
@@ -119,28 +119,28 @@ RC_GTEST_PROP(BlockPool, NeverExceedsCapacityNorDoubleAllocates, ()) {
   const auto ops = *rc::gen::container<std::vector<int>>(rc::gen::inRange(0, 3));
   for (int op : ops) {
     if (op == 0 || busy.empty()) {
-      uint32_t cb = pool.Acquire(
+      uint32_t cache_block = pool.Acquire(
           [&](uint32_t c, uint64_t) {
             RC_ASSERT(resident.count(c) == 1u);
             resident.erase(c);
             return true;
           },
           [] {});
-      if (cb == BlockPool::kNone) {
+      if (cache_block == BlockPool::kNone) {
         RC_ASSERT(resident.empty());
         continue;
       }
-      RC_ASSERT(busy.insert(cb).second);
-      RC_ASSERT(resident.count(cb) == 0u);
+      RC_ASSERT(busy.insert(cache_block).second);
+      RC_ASSERT(resident.count(cache_block) == 0u);
     } else if (op == 1) {
-      uint32_t cb = *busy.begin();
-      busy.erase(cb);
-      pool.Publish(cb, cb);
-      resident.insert(cb);
+      uint32_t cache_block = *busy.begin();
+      busy.erase(cache_block);
+      pool.Publish(cache_block, cache_block);
+      resident.insert(cache_block);
     } else {
-      uint32_t cb = *busy.begin();
-      busy.erase(cb);
-      pool.Release(cb);
+      uint32_t cache_block = *busy.begin();
+      busy.erase(cache_block);
+      pool.Release(cache_block);
     }
     RC_ASSERT(pool.resident() == resident.size());
     RC_ASSERT(resident.size() + busy.size() <= cap);

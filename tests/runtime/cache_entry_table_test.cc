@@ -29,7 +29,7 @@ TEST(CacheEntryTable, TryLockFailsWhileLocked) {
   t.Unlock(1, Table::WithCb(e.v | Table::kPresent, 42));
   ASSERT_TRUE(t.TryLock(1, &e2));
   EXPECT_TRUE(e2.present());
-  EXPECT_EQ(e2.cb(), 42u);
+  EXPECT_EQ(e2.cache_block(), 42u);
   t.Unlock(1, e2.v);
 }
 
@@ -38,11 +38,11 @@ TEST(CacheEntryTable, ShadowIndexRoundTrips) {
   Table::Entry e{v};
   EXPECT_TRUE(e.shadow());
   EXPECT_EQ(e.shadow_index(), 300u);
-  EXPECT_EQ(e.cb(), 7u);
+  EXPECT_EQ(e.cache_block(), 7u);
   Table::Entry f{Table::WithoutShadow(v)};
   EXPECT_FALSE(f.shadow());
   EXPECT_TRUE(f.present());
-  EXPECT_EQ(f.cb(), 7u);
+  EXPECT_EQ(f.cache_block(), 7u);
 }
 
 TEST(CacheEntryTable, LockIsMutuallyExclusive) {

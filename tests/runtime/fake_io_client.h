@@ -73,10 +73,10 @@ class FakeMapping : public IoFileClient {
   }
   int fallbacks() const { return fallbacks_.load(); }
 
-  // Claims `block` on `cb` and submits it, as a fault handler does.
-  void Fill(IoManager* m, uint64_t block, uint32_t cb) {
-    cb_[block].store(cb);
-    m->Submit(queue_, block, cb);
+  // Claims `block` on `cache_block` and submits it, as a fault handler does.
+  void Fill(IoManager* m, uint64_t block, uint32_t cache_block) {
+    cb_[block].store(cache_block);
+    m->Submit(queue_, block, cache_block);
   }
   void WaitDone(uint64_t n) {
     for (uint64_t d = done_count_.load(); d < n; d = done_count_.load()) done_count_.wait(d);

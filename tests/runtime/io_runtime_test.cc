@@ -3,6 +3,7 @@
 // faulting thread's read time out, retry and end in SIGBUS; write-backs never have two
 // writes of one block in flight.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
 #include "faultinject/fault_env.h"
@@ -190,14 +189,14 @@ TEST(IoRuntimeTest, PerMappingFiguresCountEachFilesBytes) {
   auto pb = rt->Map(nullptr, 64 * kBlock, PROT_READ, MAP_SHARED, b, 0);
   ASSERT_TRUE(pa.ok() && pb.ok());
   const char* ca = static_cast<const char*>(*pa);
-  const char* cb = static_cast<const char*>(*pb);
+  const char* cache_block = static_cast<const char*>(*pb);
   for (size_t i = 0; i < 64; i += 4) ASSERT_EQ(ca[i * kBlock], PatternByte(i * kBlock));
-  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(cb[i * kBlock], PatternByte(i * kBlock));
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(cache_block[i * kBlock], PatternByte(i * kBlock));
   // The last reader is woken before its completion updates the counters: let them settle.
   umap_mapping_stats sa, sb;
   for (int i = 0; i < 500; ++i) {
     ASSERT_TRUE(rt->MappingStats(ca + 100, &sa));
-    ASSERT_TRUE(rt->MappingStats(cb, &sb));
+    ASSERT_TRUE(rt->MappingStats(cache_block, &sb));
     if (sa.bytes_read >= 16 * kBlock && sb.bytes_read >= 64 * kBlock) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -251,8 +250,7 @@ TEST_P(IoRuntimeEngineTest, AHungReadEndsInSigbusAfterItsRetries) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, IoRuntimeEngineTest,
-                         ::testing::Values(UMAP_IO_URING, UMAP_IO_POSIX),
-                         [](const auto& info) {
+                         ::testing::Values(UMAP_IO_URING, UMAP_IO_POSIX), [](const auto& info) {
                            return info.param == UMAP_IO_URING ? "uring" : "posix";
                          });
 

@@ -1,7 +1,5 @@
 // IoScheduler: PIAO merging around the FIFO head, the FIFO bound, least-served fairness,
 // requeued runs and queue removal.
-#include "runtime/io/scheduler.h"
-
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -11,10 +9,12 @@
 #include <set>
 #include <vector>
 
+#include "runtime/io/scheduler.h"
+
 namespace umap::runtime::io {
 namespace {
 
-// A file queue's client: which blocks have a queued fill, and on which cb (as the cache
+// A file queue's client: which blocks have a queued fill, and on which cache_block (as the cache
 // entry table says for a real mapping).
 class FakeFile : public IoClient {
  public:
@@ -24,9 +24,9 @@ class FakeFile : public IoClient {
     return it == cb_.end() ? kNoCb : it->second;
   }
   IoQueue* queue() { return &queue_; }
-  void Push(uint64_t block, uint32_t cb, uint64_t now = 0) {
-    cb_[block] = cb;
-    sched_->Push(&queue_, block, cb, now);
+  void Push(uint64_t block, uint32_t cache_block, uint64_t now = 0) {
+    cb_[block] = cache_block;
+    sched_->Push(&queue_, block, cache_block, now);
   }
   // What a channel does once it has the run: the blocks are no longer queued.
   void Served(const io::Run& r) {
@@ -77,8 +77,8 @@ TEST(IoSchedulerTest, ARunNeverExceedsTheMaximumSize) {
 }
 
 TEST(IoSchedulerTest, AFillQueuedButNotYetPushedIsNotMerged) {
-  // The entry table may show a block as queued on a cb whose node belongs to another
-  // block (reused cb) or to no queue yet: only linked nodes of the same queue merge.
+  // The entry table may show a block as queued on a cache_block whose node belongs to another
+  // block (reused cache_block) or to no queue yet: only linked nodes of the same queue merge.
   IoScheduler s(64, 4);
   FakeFile a(&s), b(&s);
   a.Push(10, 0);
@@ -118,9 +118,9 @@ TEST(IoSchedulerTest, LeastServedSharesBlocksEquallyBetweenALargeAndASmallFile) 
   // small one about 16 dequeues for each of the large one's.
   IoScheduler s(8192, 4);
   FakeFile large(&s), small(&s);
-  uint32_t cb = 0;
-  for (uint32_t b = 0; b < 4000; ++b) large.Push(b, cb++);
-  for (uint32_t b = 0; b < 4000; ++b) small.Push(b * 2, cb++);
+  uint32_t cache_block = 0;
+  for (uint32_t b = 0; b < 4000; ++b) large.Push(b, cache_block++);
+  for (uint32_t b = 0; b < 4000; ++b) small.Push(b * 2, cache_block++);
   uint64_t got_large = 0, got_small = 0;
   io::Run r;
   // Count only while both are backlogged.
@@ -136,14 +136,14 @@ TEST(IoSchedulerTest, LeastServedSharesBlocksEquallyBetweenALargeAndASmallFile) 
 TEST(IoSchedulerTest, AQueueThatWasIdleJoinsAtTheCurrentVirtualTime) {
   IoScheduler s(8192, 4);
   FakeFile busy(&s), late(&s);
-  uint32_t cb = 0;
-  for (uint32_t b = 0; b < 2000; b += 2) busy.Push(b, cb++);
+  uint32_t cache_block = 0;
+  for (uint32_t b = 0; b < 2000; b += 2) busy.Push(b, cache_block++);
   io::Run r;
   for (int i = 0; i < 500; ++i) {  // busy gets 500 blocks served alone
     ASSERT_TRUE(s.Next(1, 0, kAsync, &r));
     busy.Served(r);
   }
-  for (uint32_t b = 0; b < 1000; b += 2) late.Push(b, cb++);
+  for (uint32_t b = 0; b < 1000; b += 2) late.Push(b, cache_block++);
   int late_first = 0;
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(s.Next(1, 0, kAsync, &r));

@@ -3,11 +3,10 @@
 // sizing and with a fixed cache taken from the budget, while a fixed 1 GiB cache is (so the
 // limit bites); and two jobs in one cgroup end up with comparable shares of it.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
@@ -111,8 +110,7 @@ class LazyCgroup : public ::testing::Test {
   absl::StatusOr<MemoryCgroup> Cgroup(const std::string& name, uint64_t limit) {
     auto parent = MemoryCgroup::DefaultParent();
     if (!parent.ok()) return parent.status();
-    return MemoryCgroup::Create(*parent, absl::StrCat("umap-lazy-", ::getpid(), "-", name),
-                                limit);
+    return MemoryCgroup::Create(*parent, absl::StrCat("umap-lazy-", ::getpid(), "-", name), limit);
   }
 
   std::string dir_;
@@ -147,7 +145,8 @@ TEST_F(LazyCgroup, JobWithTheDefaultRuntimeStaysWithinItsMemoryLimit) {
     auto peak = cg->Peak();
     if (c.survives) {
       EXPECT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0)
-          << c.name << ": status " << w.status << "\n" << w.output;
+          << c.name << ": status " << w.status << "\n"
+          << w.output;
       EXPECT_EQ(*kills, 0u) << c.name;
       EXPECT_NE(w.output.find("done reads="), std::string::npos) << c.name << "\n" << w.output;
       const uint64_t cap = FigureAt(w.output, "capacity", 1e9);
@@ -157,7 +156,8 @@ TEST_F(LazyCgroup, JobWithTheDefaultRuntimeStaysWithinItsMemoryLimit) {
       if (peak.ok()) RecordProperty(absl::StrCat(c.name, "_cgroup_peak"), static_cast<int>(*peak));
     } else {
       EXPECT_TRUE(WIFSIGNALED(w.status) && WTERMSIG(w.status) == SIGKILL)
-          << c.name << ": status " << w.status << "\n" << w.output;
+          << c.name << ": status " << w.status << "\n"
+          << w.output;
       EXPECT_GE(*kills, 1u) << c.name;
     }
   }
@@ -186,15 +186,16 @@ TEST_F(LazyCgroup, TwoJobsInOneCgroupConvergeToComparableShares) {
   EXPECT_EQ(*kills, 0u);
   // At the end (a at 12 s, b at 10 s of its own clock: the same moment).
   const uint64_t ca = FigureAt(wa.output, "capacity", 11.9);
-  const uint64_t cb = FigureAt(wb.output, "capacity", 9.9);
-  ASSERT_GT(ca + cb, 0u);
-  const double share_b = static_cast<double>(cb) / static_cast<double>(ca + cb);
-  EXPECT_GE(share_b, 0.3) << "the late job is not starved: " << ca << " vs " << cb << "\n"
-                          << wa.output << "\n" << wb.output;
-  EXPECT_LE(share_b, 0.7) << ca << " vs " << cb;
-  EXPECT_LE(ca + cb, limit);
+  const uint64_t cache_block = FigureAt(wb.output, "capacity", 9.9);
+  ASSERT_GT(ca + cache_block, 0u);
+  const double share_b = static_cast<double>(cache_block) / static_cast<double>(ca + cache_block);
+  EXPECT_GE(share_b, 0.3) << "the late job is not starved: " << ca << " vs " << cache_block << "\n"
+                          << wa.output << "\n"
+                          << wb.output;
+  EXPECT_LE(share_b, 0.7) << ca << " vs " << cache_block;
+  EXPECT_LE(ca + cache_block, limit);
   RecordProperty("capacity_a", static_cast<int>(ca));
-  RecordProperty("capacity_b", static_cast<int>(cb));
+  RecordProperty("capacity_b", static_cast<int>(cache_block));
 }
 
 }  // namespace

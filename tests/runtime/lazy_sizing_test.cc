@@ -4,11 +4,10 @@
 // losing a dirty block (also across a crash), several mappings share by marginal gain, and
 // the fault path allocates nothing.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -72,8 +71,8 @@ class LazySizing : public ::testing::Test {
 
   // A pattern file of `blocks` blocks, mapped.
   char* MapFile(Runtime& rt, const std::string& name, uint64_t blocks, bool writable) {
-    const int fd = umaptest::MakePatternFile(dir_.File(name), blocks * kBlock,
-                                             writable ? O_RDWR : O_RDONLY);
+    const int fd =
+        umaptest::MakePatternFile(dir_.File(name), blocks * kBlock, writable ? O_RDWR : O_RDONLY);
     EXPECT_GE(fd, 0);
     auto p = rt.Map(nullptr, blocks * kBlock, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                     MAP_SHARED, fd, 0);
@@ -157,9 +156,7 @@ TEST_F(LazySizing, PhaseChangeToASmallerSetLowersTheVirtualCapacity) {
   ASSERT_NE(p, nullptr);
   std::mt19937_64 rng(2);
   // Phase 1 until the cache holds the set and a few epochs judged it.
-  AccessUntil(p, w1, 20, rng, [&] {
-    return Blocks((*rt)->Stats().cache_capacity_bytes) >= w1;
-  });
+  AccessUntil(p, w1, 20, rng, [&] { return Blocks((*rt)->Stats().cache_capacity_bytes) >= w1; });
   AccessUntil(p, w1, 2, rng, [] { return false; });
   const uint64_t v1 = Blocks((*rt)->Stats().cache_virtual_bytes);
   EXPECT_GE(v1, w1 / 2) << "the big set needs most of it";
@@ -196,6 +193,7 @@ TEST_F(LazySizing, PressureShrinksTheCacheToItsVirtualCapacity) {
     return v > 0 && v < w1 / 2;
   });
   ASSERT_LT(v, w1 / 2);
+  const auto pressed = steady_clock::now();
   probe_->Pressure();
   AccessUntil(p, w2, 10, rng, [&] {
     return Blocks((*rt)->Stats().cache_capacity_bytes) < w1 / 2 &&
@@ -206,9 +204,15 @@ TEST_F(LazySizing, PressureShrinksTheCacheToItsVirtualCapacity) {
   EXPECT_LT(Blocks(s.cache_capacity_bytes), w1 / 2);
   EXPECT_LE((*rt)->pool().held(), (*rt)->pool().limit()) << "the real capacity followed";
   EXPECT_GT(s.cache_shrunk_blocks, 0u);
-  // The ceiling holds the cache there: the big set does not grow it back at once.
-  for (int i = 0; i < 20000; ++i) Read(p, rng() % w1);
-  EXPECT_LE(Blocks((*rt)->Stats().cache_capacity_bytes), w1 / 2);
+  // The ceiling holds the cache there for the policy's hold (4 s without pressure): the big
+  // set does not grow it back before. Checked for 3.5 s after the pressure, however much of
+  // that the shrink above took on a loaded machine.
+  while (steady_clock::now() - pressed < milliseconds(3500)) {
+    for (int i = 0; i < 2000; ++i) Read(p, rng() % w1);
+    const uint64_t capacity = Blocks((*rt)->Stats().cache_capacity_bytes);
+    if (steady_clock::now() - pressed >= milliseconds(3500)) break;  // the hold may be over
+    ASSERT_LE(capacity, w1 / 2) << "grown back within the hold";
+  }
   ASSERT_TRUE((*rt)->Unmap(p, 2 * w1 * kBlock).ok());
 }
 
@@ -264,7 +268,8 @@ TEST_F(LazySizing, TwoMappingsShareByMarginalGainNotFirstCome) {
     });
   });
   ASSERT_NE(ma, nullptr);
-  AccessUntil(a, wa, 20, rng, [&] { return ma->resident_blocks() >= wa * 9 / 10; });
+  // Usually a few seconds; the bound is for a loaded machine.
+  AccessUntil(a, wa, 60, rng, [&] { return ma->resident_blocks() >= wa * 9 / 10; });
   AccessUntil(a, wa, 2, rng, [] { return false; });
   stop = true;
   tb.join();
@@ -286,9 +291,7 @@ TEST_F(LazySizing, AReadRunStopsAtAParkedBlock) {
   char* p = MapFile(**rt, "run", blocks, false);
   ASSERT_NE(p, nullptr);
   Mapping* m = nullptr;
-  (*rt)->WhileMappingsPinned([&] {
-    (*rt)->ForEachMapping([&](Mapping& x) { m = &x; });
-  });
+  (*rt)->WhileMappingsPinned([&] { (*rt)->ForEachMapping([&](Mapping& x) { m = &x; }); });
   ASSERT_NE(m, nullptr);
   CacheSizer* sizer = (*rt)->sizer();
   ASSERT_NE(sizer, nullptr);

@@ -1,9 +1,8 @@
 #include "runtime/thread_refs.h"
 
+#include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <thread>
 
@@ -16,8 +15,8 @@ class ThreadRefsTest : public ::testing::Test {
  protected:
   ThreadRefsTest() : pool_(8), refs_(&pool_) {
     for (int i = 0; i < 8; ++i) {
-      uint32_t cb = pool_.Acquire([](uint32_t, uint64_t) { return true; }, [] {});
-      pool_.Publish(cb, i);
+      uint32_t cache_block = pool_.Acquire([](uint32_t, uint64_t) { return true; }, [] {});
+      pool_.Publish(cache_block, i);
     }
   }
   BlockPool pool_;
