@@ -142,6 +142,9 @@ absl::Status ScanTag(rocksdb::DB* db, RecordTag tag, absl::string_view what,
   rocksdb::Slice upper = ToSlice(end);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper;
+  // Read once at open: kept in the block cache it would only take memory (a transaction of
+  // a million blocks has a 16 MiB header).
+  ro.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
   for (it->Seek(ToSlice(begin)); it->Valid(); it->Next()) {
     RETURN_IF_ERROR(fn(ToView(it->key()), ToView(it->value())));

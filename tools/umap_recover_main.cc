@@ -1,6 +1,7 @@
 // umap-recover: replays, verifies or summarises a Umap write-ahead journal at job restart.
 // A thin main() over recovery/recovery.h; every option and exit code is described in
 // docs/umap-recover.1.md and docs/operations.md.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -208,6 +209,11 @@ int Main(int argc, char** argv) {
 }  // namespace umap::tools
 
 int main(int argc, char** argv) {
+  // Recovery allocates a few large, short-lived blocks (a huge transaction's header and
+  // plan, the image buffers). A fixed mmap threshold returns each to the system when it is
+  // freed; glibc's default raises the threshold after the first such free, and later ones
+  // stay in the heap, counted in the resident set for the rest of the run.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
   try {
     return umap::tools::Main(argc, argv);
   } catch (const std::exception& e) {
