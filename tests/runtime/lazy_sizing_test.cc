@@ -24,20 +24,9 @@
 #include "tests/runtime/fake_memory_probe.h"
 #include "tests/runtime/test_file.h"
 
-// Allocations made by the calling thread (replaceable global operator new): the fault path
-// runs in the faulting thread (signal mode), so its count is the fault path's.
-static thread_local uint64_t t_allocations = 0;
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  ++t_allocations;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// The fault path runs in the faulting thread (signal mode), so that thread's allocation
+// count is the fault path's.
+#include "tests/testing/counting_new.h"
 
 namespace umap::runtime {
 namespace {
@@ -337,14 +326,14 @@ TEST_F(LazySizing, FaultPathAllocatesNothing) {
   std::mt19937_64 rng(7);
   for (int i = 0; i < 2000; ++i) Read(p, rng() % blocks);  // warm: the thread's first use
   const uint64_t misses_before = (*rt)->Stats().faults_missing;
-  const uint64_t before = t_allocations;
+  const uint64_t before = umaptest::ThreadAllocations();
   // Misses, re-misses, growth, sampled accesses, parked hits and first writes.
   for (int i = 0; i < 40000; ++i) {
     const uint64_t b = rng() % 2048;
     Read(p, b);
     if (i % 8 == 0) p[b * kBlock + kBlock / 2] = static_cast<char>(i);
   }
-  const uint64_t allocations = t_allocations - before;
+  const uint64_t allocations = umaptest::ThreadAllocations() - before;
   const umap_stats s = (*rt)->Stats();
   EXPECT_GT(s.faults_missing - misses_before, 1000u);
   EXPECT_GT(s.cache_remisses, 0u);

@@ -15,20 +15,8 @@
 
 #include "runtime/miss_curve.h"
 
-// Every allocation of this test binary is counted (replaceable global operator new). GCC
-// sees the replacement's free() against the library's operator new where it inlines both.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-static std::atomic<uint64_t> g_allocations{0};
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// The tracker runs on this test's thread: its allocation count is the tracker's.
+#include "tests/testing/counting_new.h"
 
 namespace umap::runtime {
 namespace {
@@ -299,12 +287,12 @@ TEST(ReuseTracker, AllocatesNothingPerAccess) {
   ReuseTracker tr(1 << 20, 8, /*max_tracked=*/256);
   const std::vector<uint64_t> trace = MixedTrace(300000, 1 << 14, 9);
   uint64_t tick = 0;
-  const uint64_t before = g_allocations.load();
+  const uint64_t before = umaptest::ThreadAllocations();
   Feed(tr, trace, &tick);
   tr.NoteParked(trace[0], tick);
   tr.EndEpoch(tick, Absent);
   EXPECT_GT(tr.curve().total_rate(), 0);
-  const uint64_t after = g_allocations.load();
+  const uint64_t after = umaptest::ThreadAllocations();
   EXPECT_GT(tr.shift(), 0u) << "the sample shrank";
   EXPECT_EQ(after - before, 0u) << "allocations while recording " << trace.size()
                                 << " accesses";
