@@ -22,6 +22,7 @@
 #include "journal/lock_holder.h"
 #include "journal/pending_reader.h"
 #include "journal/private_fs.h"
+#include "journal/table_options.h"
 #include "journal/rocksdb_status.h"
 #include "journal/integrity.h"
 #include "rocksdb/db.h"
@@ -118,6 +119,12 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   o.target_file_size_base = 8 << 20;
   o.max_bytes_for_level_base = 32 << 20;
   o.max_manifest_file_size = 4 << 20;
+  // RocksDB opens the table files at DB::Open with this many threads, and starts them
+  // whatever the number of files: 16 thread creations per version loaded, about 45 per open
+  // of a journal. A journal holds a handful of tables (the limits above), which one thread
+  // opens in well under a millisecond; opens are frequent (every umap-recover run, every
+  // map of a mapping with a journal).
+  o.max_file_opening_threads = 1;
   o.info_log = std::make_shared<JournalInfoLog>();
   // No fallocate: RocksDB would preallocate ~1.1 x write_buffer_size per WAL file. On a full
   // disk that hides ENOSPC until a reopen deletes the old preallocated WAL, and it makes the
@@ -125,13 +132,7 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   o.allow_fallocate = false;
   // Block images rarely compress well, and every byte costs CPU on the commit path.
   o.compression = rocksdb::kNoCompression;
-  // Records are block images of 4 KiB and more: with RocksDB's default 4 KiB table blocks
-  // each record is a block of its own, and streaming a backlog (recovery) pays a block
-  // fetch, checksum and cache lookup per image. 64 KiB blocks hold a dozen; a point read
-  // (a staged block) reads 64 KiB instead of 4 KiB, from the page cache as a rule.
-  rocksdb::BlockBasedTableOptions table;
-  table.block_size = 64 << 10;
-  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(JournalTableOptions()));
   return o;
 }
 

@@ -13,6 +13,7 @@
 #include "base/crc32c.h"
 #include "journal/format.h"
 #include "journal/journal.h"
+#include "journal/table_options.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
@@ -127,12 +128,10 @@ bool BuildOneTransaction(const BacklogSpec& spec) {
   // The journal is fresh: its first transaction is LSN 1, of mapping 1.
   constexpr uint64_t kLsn = 1;
   rocksdb::DB* raw = nullptr;
-  // The journal's own table layout (journal/journal.cc): uncompressed, 64 KiB blocks.
+  // The journal's own table layout: uncompressed, its table options.
   rocksdb::Options o;
   o.compression = rocksdb::kNoCompression;
-  rocksdb::BlockBasedTableOptions table;
-  table.block_size = 64 << 10;
-  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(journal::JournalTableOptions()));
   rocksdb::Status s = rocksdb::DB::Open(o, spec.journal_dir, &raw);
   if (!s.ok()) {
     std::fprintf(stderr, "open %s: %s\n", spec.journal_dir.c_str(), s.ToString().c_str());
