@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/process_memory.h"
 #include "base/status_macros.h"
 #include "bench/posix_io.h"
 #include "bench/sigbus_report.h"
@@ -24,16 +24,6 @@ namespace umap_bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// VmHWM of this process in bytes (0 if unreadable).
-uint64_t PeakRss() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) << 10;
-  }
-  return 0;
-}
 
 // getrusage of the whole process: every thread, the runtime's included.
 struct ProcessUsage {
@@ -145,7 +135,7 @@ absl::StatusOr<Timed> RunTimed(BenchBackend& backend, const Workload& w, const R
   if (rc.timed_end) rc.timed_end();
   watchdog.SetPhase("after the run");
   m.wall_s = std::chrono::duration<double>(t1 - t0).count();
-  m.peak_rss = PeakRss();
+  m.peak_rss = umap::PeakRssBytes();
   return m;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
+#include "base/process_memory.h"
 #include "base/status_macros.h"
 #include "recovery/recoverer.h"
 
@@ -238,6 +239,7 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
     out->timings.open = open_us;
     out->timings.close = env->NowMicros() - t0;
     out->duration_micros = env->NowMicros() - start;
+    out->peak_rss_bytes = PeakRssBytes();
   }
   return out;
 }

@@ -272,6 +272,9 @@ struct Report {
   struct Timings {
     uint64_t open = 0, scan = 0, read = 0, write = 0, sync = 0, mark = 0, close = 0;
   } timings;
+  // The peak resident memory of the process that ran the recovery, at its end (VmHWM,
+  // base/process_memory.h): the memory a restart needs for it.
+  uint64_t peak_rss_bytes = 0;
 };
 
 // The umap-recover exit codes (docs/umap-recover.1.md).

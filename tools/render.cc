@@ -291,7 +291,10 @@ std::string RenderJson(Command c, const Report& r, int code) {
   w.Field("duration_us", r.duration_micros);
   // Where a run's time went; a status run does none of it (and its report stays the same
   // from run to run but for duration_us).
-  if (c != Command::kStatus) TimingsField(w, r.timings);
+  if (c != Command::kStatus) {
+    TimingsField(w, r.timings);
+    w.Field("peak_rss_bytes", r.peak_rss_bytes);
+  }
   StatusField(w, "journal_error", r.journal_status);
   StatusField(w, "salvaged", r.salvaged);
   w.Key("mappings");
