@@ -10,8 +10,6 @@
 
 #include "journal/format.h"
 #include "rocksdb/db.h"
-#include "rocksdb/perf_context.h"
-#include "rocksdb/perf_level.h"
 #include "tests/journal/journal_test_util.h"
 
 namespace umap::journal {
@@ -129,40 +127,6 @@ TEST_F(PendingReaderTest, ReadTransactionReadsEveryImageOfOneTransaction) {
   EXPECT_EQ(t.blocks[2].block, 9u);
   EXPECT_EQ(t.blocks[2].data, Image('c'));
   EXPECT_THAT(journal_->ReadTransaction(3), StatusIs(absl::StatusCode::kNotFound));
-}
-
-// A transaction's header sorts after its payloads. If it shared their last table block, the
-// reader of the last images would load the whole header with them (16 MiB for a
-// million-block transaction, in every reader). 15 payloads of 4 KiB fill a 64 KiB table
-// block, so 15001 leave one in the last, which then has room for the header by RocksDB's
-// size rule: the journal's table layout (journal/table_options.h) cuts a block where the
-// record tag changes.
-TEST_F(PendingReaderTest, TheLastImagesDoNotLoadTheHeaderBlock) {
-  const uint64_t m = AddMapping();
-  constexpr uint64_t kBlocks = 15001;
-  std::vector<std::pair<uint64_t, char>> many;
-  for (uint64_t b = 0; b < kBlocks; ++b) many.push_back({b, static_cast<char>('a' + b % 26)});
-  ASSERT_OK(CommitBlocks(m, many).status());
-  Reopen();  // the records go to a table file
-  // No read-ahead: RocksDB counts the bytes of the blocks it reads from the file then.
-  PendingReaderOptions no_readahead;
-  no_readahead.readahead_bytes = 0;
-  std::unique_ptr<PendingReader> r = journal_->NewPendingReader(no_readahead);
-  std::vector<TxnHeader> h = Headers(*r);
-  ASSERT_EQ(h.size(), 1u);
-  ASSERT_EQ(h[0].blocks.size(), kBlocks);
-  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
-  rocksdb::get_perf_context()->Reset();
-  ASSERT_OK_AND_ASSIGN(absl::string_view image, r->ReadImage(1, h[0].blocks[kBlocks - 1]));
-  EXPECT_EQ(image, Image(static_cast<char>('a' + (kBlocks - 1) % 26)));
-  const uint64_t blocks_read = rocksdb::get_perf_context()->block_read_count;
-  const uint64_t bytes_read = rocksdb::get_perf_context()->block_read_byte;
-  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
-  // One table block read from the file, without the header in it. (Sharing the header's
-  // block, the image would come from the block cache, where reading the header put it.)
-  EXPECT_EQ(blocks_read, 1u);
-  EXPECT_GT(bytes_read, Image('a').size());
-  EXPECT_LT(bytes_read, kBlocks * 16) << "the block of the last image holds no header";
 }
 
 }  // namespace
