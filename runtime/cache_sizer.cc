@@ -119,7 +119,13 @@ void CacheSizer::DropParkBuffers() {
 }
 
 uint32_t CacheSizer::step(uint32_t limit) const {
-  return std::max(options_.min_step_blocks, limit / 8);
+  const uint32_t base = std::max(options_.min_step_blocks, limit / 8);
+  // The history predicts a working set past the next step: go most of the way at once (at
+  // most doubling, never past the prediction), so that a reused set is not evicted over
+  // and over while the cache creeps up to it in small steps.
+  const uint32_t wanted = wanted_blocks_.load(std::memory_order_relaxed);
+  if (wanted > uint64_t{limit} + base) return std::min(limit, wanted - limit);
+  return base;
 }
 
 void CacheSizer::OnReMiss() {
@@ -300,7 +306,7 @@ void CacheSizer::EndEpoch() {
     std::vector<double> misses;
   };
   std::vector<Curve> curves;
-  uint64_t virtual_total = 0;
+  uint64_t virtual_total = 0, wanted_total = 0;
   const uint32_t limit = rt_->pool().limit();
   const uint32_t quantum = std::max<uint32_t>(1, limit / 64);
   const uint64_t now = ReuseTracker::Now();
@@ -324,6 +330,7 @@ void CacheSizer::EndEpoch() {
     m.set_sizing(static_cast<uint32_t>(std::min<uint64_t>(v, UINT32_MAX)),
                  static_cast<uint32_t>(std::min<uint64_t>(t->working_set(), UINT32_MAX)));
     virtual_total += v;
+    wanted_total += std::min<uint64_t>(t->working_set(), m.blocks());
     Curve cv{&m, std::vector<double>(65)};
     for (uint32_t j = 0; j <= 64; ++j) {
       cv.misses[j] = h.MissesAt(static_cast<double>(uint64_t{j} * quantum));
@@ -332,6 +339,8 @@ void CacheSizer::EndEpoch() {
   });
   virtual_blocks_.store(static_cast<uint32_t>(std::min<uint64_t>(virtual_total, UINT32_MAX)),
                         std::memory_order_relaxed);
+  wanted_blocks_.store(static_cast<uint32_t>(std::min<uint64_t>(wanted_total, UINT32_MAX)),
+                       std::memory_order_relaxed);
   if (curves.size() < 2) {
     for (Curve& c : curves) c.m->set_quota(limit);
     quotas_active_.store(false, std::memory_order_relaxed);

@@ -2,9 +2,10 @@
 //
 // The cache starts small (`start_blocks`) and grows only on re-misses: a miss on a block
 // that an application access brought into the cache before (its reuse distance exceeds the
-// capacity). A re-miss while the pool is full raises the pool's limit by one step,
-// max(min_step_blocks, limit / 8), up to the ceiling; first misses never grow it, so a scan
-// of any length stays at the start.
+// capacity). A re-miss while the pool is full raises the pool's limit by one step, up to
+// the ceiling: max(min_step_blocks, limit / 8), or, when the last epoch's working sets
+// (summed over the mappings) lie beyond that, the way to them, at most doubling the limit.
+// First misses never grow it, so a scan of any length stays at the start.
 //
 // A thread (one per runtime, every 10 ms, or at once on a pressure event):
 //   - drains the mappings' reuse trackers (reuse_tracker.h) and parks up to 16 sampled
@@ -139,6 +140,7 @@ class CacheSizer {
   std::atomic<uint32_t> ceiling_{0};
   std::atomic<uint32_t> allowance_blocks_{0};
   std::atomic<uint32_t> virtual_blocks_{0};
+  std::atomic<uint32_t> wanted_blocks_{0};  // the mappings' working sets, summed (epoch)
   std::atomic<bool> quotas_active_{false};
   std::atomic<uint64_t> grows_{0}, blocked_{0}, shrunk_{0}, parks_done_{0}, expired_parks_{0};
   std::atomic<uint32_t> board_runtimes_{0};
