@@ -102,6 +102,27 @@ Exit Wait(pid_t pid, int timeout_ms) {
   return e;
 }
 
+absl::Status FreezeProcess(pid_t pid, int timeout_ms) {
+  if (::kill(pid, SIGSTOP) != 0) return umap::PosixError(errno, absl::StrCat("SIGSTOP of pid ", pid));
+  // The kernel notifies the parent (CLD_STOPPED) when the group stop is complete, that is
+  // when the last thread has stopped; an exit (a worker that was dying) counts as frozen.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WSTOPPED | WEXITED | WNOHANG | WNOWAIT) !=
+        0) {
+      if (errno == EINTR) continue;
+      return umap::PosixError(errno, absl::StrCat("waiting for pid ", pid, " to stop"));
+    }
+    if (info.si_pid == pid) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "pid ", pid, ": not every thread stopped within ", timeout_ms, " ms of SIGSTOP"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 Exit Run(const std::vector<std::string>& argv, const std::string& log_path, int timeout_ms,
          const std::vector<std::string>& extra_env) {
   SpawnOptions o{argv, extra_env, log_path, -1};

@@ -35,6 +35,14 @@ struct Exit {
 };
 // Waits up to timeout_ms (negative: forever); on timeout SIGKILLs it and reaps it.
 Exit Wait(pid_t pid, int timeout_ms);
+// Freezes a child with SIGSTOP and returns once every one of its threads has stopped (or it
+// has exited), bound timeout_ms. kill(SIGSTOP) alone returns before the threads stop: one
+// thread takes the signal and only then asks the others to stop, so a thread can return from
+// a system call, and act on its result in user space, after kill() returned. A thread in an
+// uninterruptible call (an fdatasync) delays the stop until that call has completed. The
+// stop (or exit) stays waitable (WNOWAIT): Wait() reaps as before. kDeadlineExceeded when
+// the threads did not all stop in time.
+absl::Status FreezeProcess(pid_t pid, int timeout_ms);
 // Runs a command to completion (bound: timeout_ms); output appended to log_path.
 Exit Run(const std::vector<std::string>& argv, const std::string& log_path, int timeout_ms,
          const std::vector<std::string>& extra_env = {});

@@ -81,8 +81,9 @@ bool Worker::WaitForAckAfter(uint64_t round, int timeout_ms) {
   return PumpUntil([&] { return events_.last_acked && *events_.last_acked > round; }, timeout_ms);
 }
 
-void Worker::Stop() {
-  if (!reaped_) ::kill(pid_, SIGSTOP);
+absl::Status Worker::Stop(int timeout_ms) {
+  if (reaped_) return absl::OkStatus();
+  return FreezeProcess(pid_, timeout_ms);
 }
 
 void Worker::Cont() {

@@ -43,9 +43,10 @@ class Worker {
   bool WaitForFirstAck(int timeout_ms);
   // Waits (up to timeout_ms) for an acknowledged umsync of a round after `round`.
   bool WaitForAckAfter(uint64_t round, int timeout_ms);
-  // Freezes it (SIGSTOP): what its threads are doing in the kernel completes, nothing
-  // reaches user space any more.
-  void Stop();
+  // Freezes it (SIGSTOP) and waits, up to timeout_ms, until every thread has stopped
+  // (FreezeProcess): a system call in flight completes first, and after the return no thread
+  // runs user code any more. kDeadlineExceeded when a thread did not stop in time.
+  absl::Status Stop(int timeout_ms);
   void Cont();
   // SIGKILL, remembered as the driver's (killed_by_us).
   void Kill();

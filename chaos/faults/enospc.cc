@@ -254,8 +254,9 @@ bool EnospcFault::DataDiskFull(Epoch& e, Worker& worker) {
   // On GlusterFS through the mount (the brick's ext4 fills), locally on the data tmpfs.
   const std::string filler = e.data_dir + "/../filler";
   // Frozen while the disk fills (through FUSE that takes ~1 s), or its rounds would have
-  // written every hole before the disk is full and never meet the fault.
-  worker.Stop();
+  // written every hole before the disk is full and never meet the fault. (A thread that is
+  // slow to stop only writes a few more holes before the disk is full.)
+  if (absl::Status s = worker.Stop(10000); !s.ok()) e.rec.Describe("freeze: ", s.message(), "; ");
   bool hung = false;
   absl::StatusOr<uint64_t> filled = FillBounded(filler, 60000, &hung);
   const bool client_lost = run_.gluster() && !filled.ok() && LostConnection(filled.status());

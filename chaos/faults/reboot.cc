@@ -100,8 +100,14 @@ bool RebootFault::Inject(Epoch& e, Worker& worker) {
   // that fdatasync can return 0 and its data still be gone after the remount (docs/chaos.md,
   // "Why `reboot` freezes the worker before the power cut"). A worker left running would act on
   // that false success, e.g. apply a transaction to the data disk whose journal commit the journal
-  // disk then lost: not a fault a real machine produces.
-  worker.Stop();
+  // disk then lost: not a fault a real machine produces. Stop waits until every thread has
+  // stopped: kill(SIGSTOP) returns before the others have been told to stop, and a thread whose
+  // fdatasync returns in between runs on (the 3 monotonicity violations of the 2026-12-02
+  // nightly: journal-only cut, docs/chaos.md).
+  if (absl::Status s = worker.Stop(30000); !s.ok()) {
+    e.rec.Violate("harness", absl::StrCat("the worker could not be frozen before the power cut: ",
+                                          s.ToString()));
+  }
   absl::Status data_cut, journal_cut;
   if (run_.gluster()) {
     // The data disk is the GlusterFS brick's ext4: the journal disk first (instantly), then
