@@ -131,18 +131,33 @@ uint32_t CacheSizer::step(uint32_t limit) const {
 void CacheSizer::OnReMiss() {
   BlockPool& pool = rt_->pool();
   const uint32_t limit = pool.limit();
-  // Only a full pool grows: with room left the miss takes a free block. (Batched eviction
-  // keeps up to a batch free: that much below the limit still counts as full.)
-  const uint32_t batch = std::clamp<uint32_t>(limit / 64, 1, BlockPool::kMaxBatch);
-  if (pool.held() + batch < limit) return;
   const uint32_t ceiling = ceiling_.load(std::memory_order_relaxed);
+  // (Batched eviction keeps up to a batch free: that much below the limit still counts as
+  // full.)
+  const uint32_t batch = std::clamp<uint32_t>(limit / 64, 1, BlockPool::kMaxBatch);
+  const bool full = pool.held() + batch >= limit;
   if (limit >= ceiling) {
-    blocked_.fetch_add(1, std::memory_order_relaxed);
+    if (full) blocked_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const uint32_t to =
-      static_cast<uint32_t>(std::min<uint64_t>(ceiling, uint64_t{limit} + step(limit)));
-  if (pool.TryRaiseLimit(limit, to)) grows_.fetch_add(1, std::memory_order_relaxed);
+  uint64_t to = uint64_t{limit} + step(limit);
+  if (!full) {
+    // Early growth: the block was evicted, so the cache is behind the set being reused.
+    // Growing only when the pool is full again would evict a batch of that set first, each
+    // eviction one more miss later. Bounded by the distinct blocks missed so far (a cache
+    // never needs more blocks than were ever brought in) plus a step, and by the last
+    // epoch's working sets once there are some.
+    const uint64_t base = std::max(options_.min_step_blocks, limit / 8);
+    uint64_t bound = first_misses_.load(std::memory_order_relaxed) + base;
+    const uint32_t wanted = wanted_blocks_.load(std::memory_order_relaxed);
+    if (wanted != 0) bound = std::min<uint64_t>(bound, wanted);
+    to = std::min(to, bound);
+    if (to <= limit) return;
+  }
+  to = std::min<uint64_t>(ceiling, to);
+  if (pool.TryRaiseLimit(limit, static_cast<uint32_t>(to))) {
+    grows_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 CacheSizer::Figures CacheSizer::figures() const {

@@ -5,6 +5,10 @@
 // capacity). A re-miss while the pool is full raises the pool's limit by one step, up to
 // the ceiling: max(min_step_blocks, limit / 8), or, when the last epoch's working sets
 // (summed over the mappings) lie beyond that, the way to them, at most doubling the limit.
+// A re-miss while the pool still has room grows it too, by one step, but never past the
+// distinct blocks the applications have missed so far plus one step (nor past the last
+// epoch's working sets): the eviction it proves happened means the cache is behind, and
+// waiting for the pool to fill again would evict more of the set it is growing toward.
 // First misses never grow it, so a scan of any length stays at the start.
 //
 // A thread (one per runtime, every 10 ms, or at once on a pressure event):
@@ -101,8 +105,10 @@ class CacheSizer {
   // nothing while a buffer is in use. REQUIRES: the thread stopped.
   void DropParkBuffers();
 
-  // Fault path: a re-miss (see above).
+  // Fault path: a re-miss (see above), and a block's first miss (counted, the early
+  // growth's bound).
   void OnReMiss();
+  void OnFirstMiss() { first_misses_.fetch_add(1, std::memory_order_relaxed); }
   // Runtime::EvictBatch: a mapping holding no more than its share declines to be a victim
   // in the clock's first sweep while another mapping holds more than its share.
   bool quotas_active() const { return quotas_active_.load(std::memory_order_relaxed); }
@@ -143,6 +149,7 @@ class CacheSizer {
   std::atomic<uint32_t> wanted_blocks_{0};  // the mappings' working sets, summed (epoch)
   std::atomic<bool> quotas_active_{false};
   std::atomic<uint64_t> grows_{0}, blocked_{0}, shrunk_{0}, parks_done_{0}, expired_parks_{0};
+  std::atomic<uint64_t> first_misses_{0};  // distinct blocks the applications missed
   std::atomic<uint32_t> board_runtimes_{0};
   std::atomic<uint64_t> policy_pressure_events_{0};
 

@@ -20,9 +20,13 @@ void Mapping::NoteMiss(uint64_t block, Table::Entry pk) {
   const bool hit = pk.parked();
   // A block an application had before misses again: its reuse distance exceeds the cache.
   // (A queued fill is a stream's read-ahead or another thread's miss, counted there.)
-  if (!hit && pk.seen() && !pk.filling()) {
-    remisses_.fetch_add(1, std::memory_order_relaxed);
-    if (CacheSizer* s = rt_->sizer()) s->OnReMiss();
+  if (!hit && !pk.filling()) {
+    if (pk.seen()) {
+      remisses_.fetch_add(1, std::memory_order_relaxed);
+      if (CacheSizer* s = rt_->sizer()) s->OnReMiss();
+    } else if (CacheSizer* s = rt_->sizer()) {
+      s->OnFirstMiss();
+    }
   }
   if (tracker_ != nullptr && tracker_->Sampled(block)) {
     tracker_->Record(block, hit ? ReuseTracker::Kind::kHit : ReuseTracker::Kind::kMiss,

@@ -137,6 +137,24 @@ TEST_F(LazySizing, RandomWorkingSetGrowsToItAndStopsWithinABatch) {
   ASSERT_TRUE((*rt)->Unmap(p, 4 * w * kBlock).ok());
 }
 
+TEST_F(LazySizing, GrowthKeepsUpWithAReusedSet) {
+  // Uniform random reads over W blocks from a cache of W/64: every block is missed once
+  // (the cold misses) and every block evicted before the cache reached W is missed again.
+  // Growing only when the pool is full again after each re-miss evicted about 0.9 W more
+  // here; growing on the re-miss that proves the eviction keeps that to a small part of W.
+  const uint64_t w = 8192;
+  auto rt = Runtime::Create(Options(w / 64));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  char* p = MapFile(**rt, "reused", w, false);
+  ASSERT_NE(p, nullptr);
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 40 * static_cast<int>(w); ++i) Read(p, rng() % w);
+  const umap_stats s = (*rt)->Stats();
+  EXPECT_GE(Blocks(s.cache_capacity_bytes), w) << "grew to the working set";
+  EXPECT_LE(s.blocks_read, w + w / 4) << "cold misses plus at most a quarter of the set again";
+  ASSERT_TRUE((*rt)->Unmap(p, w * kBlock).ok());
+}
+
 TEST_F(LazySizing, PhaseChangeToASmallerSetLowersTheVirtualCapacity) {
   const uint64_t w1 = 2048, w2 = 256;
   auto rt = Runtime::Create(Options(64));
