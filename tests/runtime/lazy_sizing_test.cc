@@ -138,20 +138,27 @@ TEST_F(LazySizing, RandomWorkingSetGrowsToItAndStopsWithinABatch) {
 }
 
 TEST_F(LazySizing, GrowthKeepsUpWithAReusedSet) {
-  // Uniform random reads over W blocks from a cache of W/64: every block is missed once
-  // (the cold misses) and every block evicted before the cache reached W is missed again.
-  // Growing only when the pool is full again after each re-miss evicted about 0.9 W more
-  // here; growing on the re-miss that proves the eviction keeps that to a small part of W.
+  // Uniform random reads over W blocks by 4 threads from a cache of W/64: every block is
+  // missed once (the cold misses) and every block evicted before the cache reached W is
+  // missed again. Here (a small set of a local file) growth keeps up either way, early
+  // growth or not (2-6% of W missed again); the benchmark's 128 MiB set is where early
+  // growth shows (docs/design.md "Lazy expansion"). This bounds the cost of warming up.
   const uint64_t w = 8192;
   auto rt = Runtime::Create(Options(w / 64));
   ASSERT_TRUE(rt.ok()) << rt.status();
   char* p = MapFile(**rt, "reused", w, false);
   ASSERT_NE(p, nullptr);
-  std::mt19937_64 rng(3);
-  for (int i = 0; i < 40 * static_cast<int>(w); ++i) Read(p, rng() % w);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([p, t] {
+      std::mt19937_64 rng(3 + t);
+      for (int i = 0; i < 10 * static_cast<int>(w); ++i) Read(p, rng() % w);
+    });
+  }
+  for (auto& r : readers) r.join();
   const umap_stats s = (*rt)->Stats();
   EXPECT_GE(Blocks(s.cache_capacity_bytes), w) << "grew to the working set";
-  EXPECT_LE(s.blocks_read, w + w / 4) << "cold misses plus at most a quarter of the set again";
+  EXPECT_LE(s.blocks_read, w + w / 8) << "cold misses plus at most an eighth of the set again";
   ASSERT_TRUE((*rt)->Unmap(p, w * kBlock).ok());
 }
 
