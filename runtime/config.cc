@@ -60,6 +60,7 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.fault_mode = c.fault_mode;
   o.stats_period_ms = c.stats_period_ms;
   o.coherence = c.coherence;
+  o.defer_file_sync = c.defer_file_sync != 0;
   return o;
 }
 
@@ -126,6 +127,7 @@ extern "C" int umap_config_init(umap_config* c) {
   c->fault_mode = d.fault_mode;
   c->stats_period_ms = d.stats_period_ms;
   c->coherence = d.coherence;
+  c->defer_file_sync = d.defer_file_sync ? 1 : 0;
 
   bool ok = true;
   auto bytes = [&](const char* name, size_t* field) {
@@ -160,6 +162,11 @@ extern "C" int umap_config_init(umap_config* c) {
     if (std::strcmp(v, "1") == 0) c->lazy_sizing = 1;
     else if (std::strcmp(v, "0") == 0) c->lazy_sizing = 0;
     else { UMAP_LOG(kError, "UMAP_LAZY_SIZING=", v, " must be 0 or 1"); ok = false; }
+  }
+  if (const char* v = std::getenv("UMAP_DEFER_FILE_SYNC")) {
+    if (std::strcmp(v, "1") == 0) c->defer_file_sync = 1;
+    else if (std::strcmp(v, "0") == 0) c->defer_file_sync = 0;
+    else { UMAP_LOG(kError, "UMAP_DEFER_FILE_SYNC=", v, " must be 0 or 1"); ok = false; }
   }
   if (const char* v = std::getenv("UMAP_CHECKPOINT")) {
     if (std::strcmp(v, "1") == 0) c->checkpoint_control = 1;

@@ -106,13 +106,14 @@ absl::Status JournalHandle::ReopenIfPoisoned() {
 
 absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
     JournalHandle* journal, File* file, uint32_t block_size, journal::Policy policy,
-    journal::Contents contents) {
+    journal::Contents contents, bool defer_file_sync) {
   ASSIGN_OR_RETURN(FileIdentity id, file->Identify());
   ASSIGN_OR_RETURN(uint64_t mapping_id, journal->Run([&](journal::Journal& j) {
     return j.RegisterMapping(id, block_size, policy, contents);
   }));
   return std::unique_ptr<JournalWriteBack>(
-      new JournalWriteBack(journal, file, block_size, policy, mapping_id));
+      new JournalWriteBack(journal, file, block_size, policy, mapping_id,
+                           defer_file_sync && contents == journal::Contents::kData));
 }
 
 WriteBackResult JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
@@ -197,7 +198,7 @@ absl::StatusOr<bool> JournalWriteBack::ReadEvicted(uint64_t block, absl::Span<ch
 
 WriteBackResult JournalWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t first,
                                        uint64_t end) {
-  return CommitAndApply(images, first, end, /*sync_file=*/true);
+  return CommitAndApply(images, first, end, /*sync_file=*/!defer_file_sync_);
 }
 
 WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> images,

@@ -22,6 +22,10 @@
 //   relaxed policy  Evicted() commits the images (a batch of evictions) as one transaction
 //                   and applies it (no fdatasync: the journal makes it durable; it is marked
 //                   applied after the next file sync). Sync() commits the captured images, applies, syncs.
+//   defer_file_sync Sync() (either policy, data journal) commits and applies like a relaxed
+//                   eviction and leaves the fdatasync to a later one: 8 MiB of applied-unsynced
+//                   images, Drain (uunmap, runtime destruction, a checkpoint). The journal
+//                   keeps each transaction until that fdatasync returned.
 // Committed images that are not yet applied stay readable through ReadEvicted, so that a
 // miss never reads a file block older than its committed version.
 #ifndef UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
@@ -124,7 +128,8 @@ class JournalWriteBack final : public WriteBack {
                                                                   File* file,
                                                                   uint32_t block_size,
                                                                   journal::Policy policy,
-                                                                  journal::Contents contents);
+                                                                  journal::Contents contents,
+                                                                  bool defer_file_sync = false);
 
   WriteBackResult Evicted(absl::Span<const BlockImage> images) override;
   bool keeps_evicted() const override { return policy_ == journal::Policy::kAtomic; }
@@ -138,12 +143,13 @@ class JournalWriteBack final : public WriteBack {
 
  private:
   JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
-                   journal::Policy policy, uint64_t mapping_id)
+                   journal::Policy policy, uint64_t mapping_id, bool defer_file_sync)
       : journal_(journal),
         file_(file),
         block_size_(block_size),
         policy_(policy),
-        mapping_id_(mapping_id) {}
+        mapping_id_(mapping_id),
+        defer_file_sync_(defer_file_sync) {}
 
   // Commits images (+ staged blocks in [first, end)), then applies to the file.
   WriteBackResult CommitAndApply(absl::Span<const BlockImage> images, uint64_t first,
@@ -165,6 +171,9 @@ class JournalWriteBack final : public WriteBack {
   const uint32_t block_size_;
   const journal::Policy policy_;
   const uint64_t mapping_id_;
+  // Sync leaves the file's fdatasync to a later one (RuntimeOptions::defer_file_sync; data
+  // journal only: the journal's images are what makes the transaction durable meanwhile).
+  const bool defer_file_sync_;
 
   // Serialises commit+apply of this mapping, so each block's versions reach the file in LSN
   // order and a miss sees either the staged record or the committed image.

@@ -273,6 +273,13 @@ Runtime::~Runtime() {
   const bool running = state() == RuntimeState::kRunning;
   for (Mapping* m : running ? left : std::vector<Mapping*>()) {
     absl::Status s = m->Sync(0, m->blocks());
+    if (s.ok()) {
+      if (absl::Status d = m->write_back()->Drain(); !d.ok()) {
+        UMAP_LOG(kError, "runtime destroyed with mapping of ", m->file()->name(),
+                 " whose final file sync failed; the journal keeps its transactions for "
+                 "recovery: ", d.ToString());
+      }
+    }
     if (!s.ok()) {
       UMAP_LOG(kError, "runtime destroyed with mapping of ", m->file()->name(),
                " whose write-back failed; its unsynced changes are dropped: ", s.ToString());
@@ -824,7 +831,7 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
   RETURN_IF_ERROR(RecoverPendingFor(handle, file));
   ASSIGN_OR_RETURN(std::unique_ptr<JournalWriteBack> wb,
                    JournalWriteBack::Create(handle, file, static_cast<uint32_t>(geo_.block_size),
-                                            policy, contents));
+                                            policy, contents, options_.defer_file_sync));
   {
     absl::MutexLock l(&mu_);
     live_mapping_ids_.insert(wb->mapping_id());
@@ -881,6 +888,9 @@ absl::Status Runtime::Unmap(void* addr, size_t length) {
   // retry. (uunmap racing another uunmap of the same mapping is a caller error, as with
   // munmap; the per-mapping sync lock keeps even that from corrupting state.)
   if (!fenced) RETURN_IF_ERROR(m->Sync(0, m->blocks()));
+  // Deferred file syncs (RuntimeOptions::defer_file_sync) and relaxed evictions applied
+  // without one: fdatasync'ed and marked now, so that the journal keeps nothing of it.
+  if (!fenced) RETURN_IF_ERROR(m->write_back()->Drain());
   if (absl::Status s = fenced ? absl::OkStatus() : m->CloseWriteBack(); !s.ok()) {
     // Everything is durable in the file; only the journal's mapping record lingers.
     UMAP_LOG(kWarn, "uunmap of ", m->file()->name(),

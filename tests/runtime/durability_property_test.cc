@@ -105,6 +105,9 @@ using faultinject::Op;
 // Block size of the current case: 4 KiB (one page) or 8 KiB (two pages: a block's pages are
 // filled, protected and captured together). Set by RunProperty before the Sut exists.
 size_t g_bs = 4096;
+// This case's umsyncs leave the file's fdatasync to a later one (RuntimeOptions::
+// defer_file_sync): the journal alone makes them durable until then.
+bool g_defer = false;
 constexpr uint64_t kBlocks = 32;      // file size in blocks
 constexpr uint64_t kHot = 16;         // Write targets [0, kHot); EvictPressure reads the rest
 size_t CacheBytes() { return 12 * g_bs; }  // 8 cache blocks + 4 shadows: the minimum
@@ -799,6 +802,7 @@ class Sut {
     o.journal_dir = jdir_;
     o.policy = oracle_.policy;
     o.journal_mode = UMAP_JOURNAL_DATA;
+    o.defer_file_sync = g_defer;
     o.env = env_.get();
     o.journal_fs = fs_;
     absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(o);
@@ -1037,7 +1041,7 @@ struct CrashCmd : Cmd {
 struct Totals {
   uint64_t cases = 0, commands = 0, crashes = 0, sync_crashes = 0, recovery_crashes = 0,
            recovery_io_errors = 0, faults_fired = 0, indeterminate = 0, remaps = 0,
-           two_page_blocks = 0, wal_bytes_lost = 0, wal_bytes_zeroed = 0,
+           two_page_blocks = 0, deferred = 0, wal_bytes_lost = 0, wal_bytes_zeroed = 0,
            cases_wal_zeroed = 0;
 };
 Totals g_totals[2];  // by policy
@@ -1049,7 +1053,8 @@ class PrintTotals : public ::testing::Environment {
       const Totals& t = g_totals[p];
       if (t.cases == 0) continue;
       std::cout << "durability property, " << (p == UMAP_POLICY_ATOMIC ? "atomic" : "relaxed")
-                << ": " << t.cases << " cases (" << t.two_page_blocks << " with 8 KiB blocks), "
+                << ": " << t.cases << " cases (" << t.two_page_blocks << " with 8 KiB blocks, " << t.deferred
+                << " with deferred file syncs), "
                 << t.commands << " commands, " << t.crashes
                 << " crashes (" << t.sync_crashes << " inside a umsync, " << t.recovery_crashes
                 << " inside recovery), " << t.recovery_io_errors << " recovery I/O errors, "
@@ -1067,6 +1072,7 @@ const bool kPrintTotals = [] {
 
 void RunProperty(umap_policy policy) {
   g_bs = Pick(0, 2) == 0 ? 4096 : 8192;  // shrinks to one page per block
+  g_defer = Pick(0, 2) == 1;               // shrinks to the file synced at every umsync
   Sut sut(policy);
   // 1 to 11..31 commands a case: rapidcheck draws the count uniformly in [1, size + 1], and
   // its size (0..100 over the run) is mapped to 10..30 here.
@@ -1083,6 +1089,7 @@ void RunProperty(umap_policy policy) {
   Totals& t = g_totals[policy];
   ++t.cases;
   t.two_page_blocks += g_bs > 4096;
+  t.deferred += g_defer;
   t.commands += commands.size();
   // A failure is printed where it happens too: rapidcheck reports the description of its
   // last run of the counterexample, which a rare timing-dependent failure may not repeat.

@@ -1,0 +1,185 @@
+// RuntimeOptions::defer_file_sync: umsync returns once its transaction is committed to the
+// journal and written to the file, and the file's fdatasync comes later. What that may and
+// may not change, with a power cut of both disks (FaultEnv for the data file, FaultFs for
+// the journal: everything not synced is lost):
+//   - after an acknowledged umsync the file alone may lack the blocks (the deferral is real:
+//     with it off the file has them), and the journal brings them back at the next map;
+//   - uunmap leaves the file synced (nothing of it left to replay);
+//   - a file sync that fails at uunmap fails the uunmap and keeps the mapping; the retry
+//     syncs it.
+// The stateful property (durability_property_test) runs half its cases with the deferral.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "faultinject/fault_env.h"
+#include "faultinject/fault_fs.h"
+#include "runtime/runtime.h"
+#include "tests/runtime/test_file.h"
+
+namespace umap::runtime {
+namespace {
+
+using ::umap::faultinject::DropMode;
+using ::umap::faultinject::Fault;
+using ::umap::faultinject::FaultEnv;
+using ::umap::faultinject::FaultFs;
+using ::umap::faultinject::FsDropOptions;
+using ::umap::faultinject::Op;
+using ::umaptest::MakePatternFile;
+using ::umaptest::PatternByte;
+
+constexpr size_t kBlock = 4096;
+constexpr size_t kBlocks = 16;
+constexpr uint64_t kBlockWritten = 3;
+constexpr char kNew = 'X';
+
+struct Case {
+  const char* name;
+  umap_policy policy;
+};
+
+class DeferFileSyncTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    const int fd = MakePatternFile(path_, kBlocks * kBlock);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+  }
+
+  std::unique_ptr<Runtime> Start(bool defer) {
+    RuntimeOptions o;
+    o.cache_bytes = 32 * kBlock;
+    o.lazy_sizing = false;
+    o.block_size = kBlock;
+    o.stats_period_ms = 0;
+    o.env = &env_;
+    o.journal_fs = fs_;
+    o.journal_dir = dir_.File("journal");
+    o.policy = GetParam().policy;
+    o.journal_mode = UMAP_JOURNAL_DATA;
+    o.defer_file_sync = defer;
+    auto rt = Runtime::Create(o);
+    EXPECT_TRUE(rt.ok()) << rt.status();
+    return rt.ok() ? std::move(*rt) : nullptr;
+  }
+
+  char* Map(Runtime& rt) {
+    const int fd = ::open(path_.c_str(), O_RDWR);
+    EXPECT_GE(fd, 0);
+    auto p = rt.Map(nullptr, kBlocks * kBlock, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? static_cast<char*>(*p) : nullptr;
+  }
+
+  // Writes the block and umsyncs it; the umsync must succeed.
+  static void WriteAndSync(Runtime& rt, char* p) {
+    std::memset(p + kBlockWritten * kBlock, kNew, kBlock);
+    absl::Status s = rt.Sync(p + kBlockWritten * kBlock, kBlock);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  // The written block as the data file holds it ('X', or the original pattern).
+  bool FileHasNewBlock() const {
+    const int fd = ::open(path_.c_str(), O_RDONLY);
+    EXPECT_GE(fd, 0);
+    std::string buf(kBlock, '\0');
+    EXPECT_EQ(::pread(fd, buf.data(), kBlock, kBlockWritten * kBlock),
+              static_cast<ssize_t>(kBlock));
+    ::close(fd);
+    if (buf == std::string(kBlock, kNew)) return true;
+    for (size_t i = 0; i < kBlock; ++i) {
+      EXPECT_EQ(buf[i], PatternByte(kBlockWritten * kBlock + i)) << "neither version at " << i;
+    }
+    return false;
+  }
+
+  // A power cut of both disks: what was not synced is gone; the runtime dies with them.
+  void PowerCut(std::unique_ptr<Runtime> rt) {
+    env_.SimulatePowerCut();
+    fs_->SimulatePowerCut();
+    rt.reset();  // its final write-back fails on the frozen disks and writes nothing
+    ASSERT_TRUE(env_.DropUnsyncedData(DropMode::kDropAll).ok());
+    ASSERT_TRUE(fs_->DropUnsyncedData(FsDropOptions::DropAll()).ok());
+    env_.Restart();
+    fs_->Restart();
+  }
+
+  ::umaptest::TempDir dir_;
+  const std::string path_ = dir_.File("data");
+  FaultEnv env_{Env::Default()};
+  std::shared_ptr<FaultFs> fs_ = std::make_shared<FaultFs>(rocksdb::FileSystem::Default());
+};
+
+TEST_P(DeferFileSyncTest, AnAcknowledgedUmsyncSurvivesThroughTheJournal) {
+  auto rt = Start(/*defer=*/true);
+  ASSERT_NE(rt, nullptr);
+  char* p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  WriteAndSync(*rt, p);
+  EXPECT_TRUE(FileHasNewBlock()) << "written to the file before umsync returned";
+  PowerCut(std::move(rt));
+  EXPECT_FALSE(FileHasNewBlock()) << "the file's fdatasync was deferred: the cut lost it";
+  // The next map replays the journal first.
+  rt = Start(/*defer=*/true);
+  ASSERT_NE(rt, nullptr);
+  p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p[kBlockWritten * kBlock], kNew);
+  EXPECT_EQ(p[(kBlockWritten + 1) * kBlock - 1], kNew);
+  EXPECT_TRUE(FileHasNewBlock()) << "replayed into the file";
+  ASSERT_TRUE(rt->Unmap(p, kBlocks * kBlock).ok());
+}
+
+TEST_P(DeferFileSyncTest, WithoutTheDeferralTheFileHasItAtOnce) {
+  auto rt = Start(/*defer=*/false);
+  ASSERT_NE(rt, nullptr);
+  char* p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  WriteAndSync(*rt, p);
+  PowerCut(std::move(rt));
+  EXPECT_TRUE(FileHasNewBlock()) << "umsync fdatasync'ed the file";
+}
+
+TEST_P(DeferFileSyncTest, UunmapLeavesTheFileSynced) {
+  auto rt = Start(/*defer=*/true);
+  ASSERT_NE(rt, nullptr);
+  char* p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  WriteAndSync(*rt, p);
+  ASSERT_TRUE(rt->Unmap(p, kBlocks * kBlock).ok());
+  PowerCut(std::move(rt));
+  EXPECT_TRUE(FileHasNewBlock()) << "uunmap fdatasync'ed what umsync deferred";
+}
+
+TEST_P(DeferFileSyncTest, AFailedFileSyncAtUunmapKeepsTheMapping) {
+  auto rt = Start(/*defer=*/true);
+  ASSERT_NE(rt, nullptr);
+  char* p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  WriteAndSync(*rt, p);
+  ASSERT_TRUE(env_.FailNext(Op::kSync, 1, Fault::Error(EIO).OnlyFor("data")).ok());
+  absl::Status s = rt->Unmap(p, kBlocks * kBlock);
+  EXPECT_FALSE(s.ok()) << "the deferred fdatasync failed";
+  EXPECT_EQ(p[kBlockWritten * kBlock], kNew) << "still mapped";
+  env_.ClearAll();
+  s = rt->Unmap(p, kBlocks * kBlock);
+  ASSERT_TRUE(s.ok()) << s;
+  PowerCut(std::move(rt));
+  EXPECT_TRUE(FileHasNewBlock()) << "the retried uunmap synced it";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, DeferFileSyncTest,
+                         ::testing::Values(Case{"atomic", UMAP_POLICY_ATOMIC},
+                                           Case{"relaxed", UMAP_POLICY_RELAXED}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace umap::runtime
