@@ -78,6 +78,7 @@ struct Harness::Iteration {
   Rng rng;
   FaultClass* fault = nullptr;
   Policy policy = Policy::kAtomic;
+  bool defer_file_sync = false;  // the worker's umsyncs leave the file's fdatasync to later
   std::string data_dir, journal_dir;
   uint64_t tag = 0, wseed = 0;
   Model model{0, 0, {}};                // what the file holds before the next epoch (its base)
@@ -123,6 +124,10 @@ IterationRecord Harness::RunIteration(int index) {
   rec.cls = pool[it.rng.Range(0, pool.size() - 1)];
   it.policy = it.rng.OneIn(2) ? Policy::kAtomic : Policy::kRelaxed;
   rec.policy = it.policy == Policy::kAtomic ? "atomic" : "relaxed";
+  // Half the iterations defer the file's fdatasync (RuntimeOptions::defer_file_sync): the
+  // journal alone makes their umsyncs durable until a later file sync.
+  it.defer_file_sync = it.rng.OneIn(2);
+  if (it.defer_file_sync) rec.Describe("deferred file sync; ");
   ClassStats& st = run_.tally().of(rec.cls);
   const auto t0 = Clock::now();
   if (absl::Status s = PrepareClass(rec.cls); IsMissingCapability(s)) {
@@ -209,6 +214,7 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
           .args = {"--file", file, "--journal", it.journal_dir, "--policy", it.rec.policy, "--seed",
                    absl::StrCat(it.wseed), "--tag", absl::StrCat(it.tag), "--first-round",
                    absl::StrCat(it.first_round), "--blocks", absl::StrCat(kBlocks)}};
+  if (it.defer_file_sync) e.args.push_back("--defer-file-sync");
   if (!run_.config().mutation.empty()) {
     e.env.push_back("UMAP_TEST_MUTATION=" + run_.config().mutation);
   }

@@ -98,6 +98,7 @@ umap_runtime* CreateRuntime(const RuntimeSpec& spec, std::string* error) {
   o.block_size = spec.block_size;
   o.journal_dir = spec.journal_dir;
   o.policy = spec.relaxed ? UMAP_POLICY_RELAXED : UMAP_POLICY_ATOMIC;
+  o.defer_file_sync = spec.defer_file_sync;
   o.env = g_env;
   o.journal_fs = g_fs;
   auto rt = umap::runtime::Runtime::Create(o);

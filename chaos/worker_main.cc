@@ -99,12 +99,15 @@ struct Flags {
   bool journal_sticky = false, die_journal_power_cut = false, journal_garble = false;
   bool journal_at_open = false, die_on_error = false, journal_wal_only = false;
   bool die_in_stall = false;
+  bool defer_file_sync = false;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--file", f->file)->required();
   app.add_option("--journal", f->journal)->required();
   app.add_option("--policy", f->policy)->check(CLI::IsMember({"atomic", "relaxed"}));
+  app.add_flag("--defer-file-sync", f->defer_file_sync,
+               "umsync leaves the file's fdatasync to a later one (RuntimeOptions::defer_file_sync)");
   app.add_option("--seed", f->seed, "workload seed (RoundBlocks)");
   app.add_option("--tag", f->tag, "file tag written into every block");
   app.add_option("--first-round", f->first_round);
@@ -154,6 +157,7 @@ umap_runtime* CreateRuntime(const Flags& f, std::string* error) {
   chaos_worker::RuntimeSpec spec;
   spec.journal_dir = f.journal;
   spec.relaxed = f.policy == "relaxed";
+  spec.defer_file_sync = f.defer_file_sync;
   spec.cache_bytes = f.cache_blocks * chaos::kBlockSize;
   spec.block_size = chaos::kBlockSize;
   spec.fault = f.fault;
