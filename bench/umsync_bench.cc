@@ -30,6 +30,7 @@ struct Mode {
   const char* name;
   umap_policy policy;
   umap_journal_mode journal;
+  bool defer_file_sync = false;
 };
 struct NamedMode {
   const char* key;  // --modes
@@ -40,6 +41,8 @@ constexpr NamedMode kModes[] = {
     {"intent", {"intent", UMAP_POLICY_RELAXED, UMAP_JOURNAL_INTENT}},
     {"relaxed", {"data relaxed", UMAP_POLICY_RELAXED, UMAP_JOURNAL_DATA}},
     {"atomic", {"data atomic", UMAP_POLICY_ATOMIC, UMAP_JOURNAL_DATA}},
+    {"relaxed+defer", {"relaxed+defer", UMAP_POLICY_RELAXED, UMAP_JOURNAL_DATA, true}},
+    {"atomic+defer", {"atomic+defer", UMAP_POLICY_ATOMIC, UMAP_JOURNAL_DATA, true}},
 };
 
 // Bytes this process passed to write-type system calls (/proc/self/io wchar).
@@ -75,6 +78,7 @@ Result RunCell(const std::string& dir, const std::string& jdir, const Mode& mode
   c.cache_bytes = std::max<size_t>(64 << 20, file_size * threads * 2);  // no eviction
   c.policy = mode.policy;
   c.journal_mode = mode.journal;
+  c.defer_file_sync = mode.defer_file_sync ? 1 : 0;
   c.journal_dir = jdir.c_str();
   umap_runtime* rt = umap_runtime_create(&c);
   if (rt == nullptr) {
@@ -164,7 +168,9 @@ int main(int argc, char** argv) {
   app.add_option("--dir", dir, "directory for the data files (and, by default, the journal)");
   app.add_option("--journal-dirs", journals_s,
                  "NAME=DIR,...: journal directories to compare (default: local=DIR/journal)");
-  app.add_option("--modes", modes_s, "off,intent,relaxed,atomic (comma separated)");
+  app.add_option("--modes", modes_s,
+                 "off,intent,relaxed,atomic,relaxed+defer,atomic+defer (comma separated; "
+                 "+defer: defer_file_sync)");
   app.add_option("--sizes", sizes, "dirty bytes per umsync, comma separated");
   app.add_option("--threads", threads_s, "syncing threads, comma separated");
   app.add_option("--seconds", seconds, "duration of each cell");
