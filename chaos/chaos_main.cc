@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--report", c.report_dir, "write chaos-junit.xml and chaos-summary.md here");
   app.add_option("--mutation", c.mutation, "arm a test mutation in workers (and umap-recover)")
       ->check(CLI::IsMember({"apply_before_commit", "gc_before_sync", "skip_crc"}));
+  app.add_option("--defer-file-sync-one-in", c.defer_file_sync_one_in,
+                 "1 in N iterations defer the file's fdatasync (defer_file_sync); 0: none");
   app.add_option("--work-dir", c.work_dir, "scratch directory (default /var/tmp/umap-chaos-PID)");
   app.add_option("--worker", c.worker, "umap-chaos-worker binary")->capture_default_str();
   app.add_option("--recover", c.recover, "umap-recover binary")->capture_default_str();

@@ -43,6 +43,8 @@ struct Config {
   // for bit (docs/chaos.md, "Replayable runs"): the in-process classes only, no timed kill,
   // no eviction, journal faults on the WAL only, deaths at drawn rounds.
   bool replayable = false;
+  // 1 in N iterations run the worker with --defer-file-sync (0: none).
+  uint64_t defer_file_sync_one_in = 0;
   std::string self = "umap-chaos";  // this binary, for the printed reproduction commands
   // Parallel lanes (chaos/lanes.h): --jobs N runs N lane processes; a lane process runs
   // the iterations whose index is `lane` modulo `lanes` and writes its results to

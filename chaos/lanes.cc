@@ -81,6 +81,9 @@ std::vector<std::string> LaneArgs(const Config& c, int lane, const std::string& 
                                 "--lane-report",
                                 report};
   if (!c.mutation.empty()) a.insert(a.end(), {"--mutation", c.mutation});
+  if (c.defer_file_sync_one_in != 0) {
+    a.insert(a.end(), {"--defer-file-sync-one-in", absl::StrCat(c.defer_file_sync_one_in)});
+  }
   if (c.expect_violation) a.push_back("--expect-violation");
   if (c.keep) a.push_back("--keep");
   if (c.keep_crash) a.push_back("--keep-crash-state");

@@ -175,10 +175,13 @@ TEST_F(LazySizing, PhaseChangeToASmallerSetLowersTheVirtualCapacity) {
   const uint64_t v1 = Blocks((*rt)->Stats().cache_virtual_bytes);
   EXPECT_GE(v1, w1 / 2) << "the big set needs most of it";
   // Phase 2: a set 8x smaller, all hits now: only the parked samples see it.
+  // Judged once an epoch puts it below half: an epoch whose parked samples saw no miss at
+  // all can put it at 0 for a moment (seen once in CI as an unprivileged user); the next
+  // ones must settle between the small set and half the big one.
   uint64_t v2 = v1;
   AccessUntil(p, w2, 20, rng, [&] {
     v2 = Blocks((*rt)->Stats().cache_virtual_bytes);
-    return v2 < v1 / 2;
+    return v2 < v1 / 2 && v2 >= w2 / 2;
   });
   EXPECT_LT(v2, v1 / 2) << "the virtual capacity follows the phase";
   RecordProperty("virtual_blocks_before", static_cast<int>(v1));
