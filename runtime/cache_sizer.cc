@@ -118,8 +118,12 @@ void CacheSizer::DropParkBuffers() {
   }
 }
 
+uint32_t CacheSizer::base_step(uint32_t limit) const {
+  return std::max(options_.min_step_blocks, limit / 8);
+}
+
 uint32_t CacheSizer::step(uint32_t limit) const {
-  const uint32_t base = std::max(options_.min_step_blocks, limit / 8);
+  const uint32_t base = base_step(limit);
   // The history predicts a working set past the next step: go most of the way at once (at
   // most doubling, never past the prediction), so that a reused set is not evicted over
   // and over while the cache creeps up to it in small steps.
@@ -147,8 +151,7 @@ void CacheSizer::OnReMiss() {
     // eviction one more miss later. Bounded by the distinct blocks missed so far (a cache
     // never needs more blocks than were ever brought in) plus a step, and by the last
     // epoch's working sets once there are some.
-    const uint64_t base = std::max(options_.min_step_blocks, limit / 8);
-    uint64_t bound = first_misses_.load(std::memory_order_relaxed) + base;
+    uint64_t bound = first_misses_.load(std::memory_order_relaxed) + base_step(limit);
     const uint32_t wanted = wanted_blocks_.load(std::memory_order_relaxed);
     if (wanted != 0) bound = std::min<uint64_t>(bound, wanted);
     to = std::min(to, bound);

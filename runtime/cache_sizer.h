@@ -132,6 +132,9 @@ class CacheSizer {
   // Virtual capacities, working sets, and the split among mappings.
   void EndEpoch();
   void ProbeMemory(uint64_t now_us);
+  // A growth step: max(min_step_blocks, limit / 8); step() stretches it toward the last
+  // epoch's working sets.
+  uint32_t base_step(uint32_t limit) const;
   uint32_t step(uint32_t limit) const;
 
   Runtime* const rt_;

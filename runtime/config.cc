@@ -146,6 +146,13 @@ extern "C" int umap_config_init(umap_config* c) {
       }
     }
   };
+  auto flag = [&](const char* name, int* field) {
+    if (const char* v = std::getenv(name)) {
+      if (std::strcmp(v, "1") == 0) *field = 1;
+      else if (std::strcmp(v, "0") == 0) *field = 0;
+      else { UMAP_LOG(kError, name, "=", v, " must be 0 or 1"); ok = false; }
+    }
+  };
   bytes("UMAP_CACHE_BYTES", &c->cache_bytes);
   bytes("UMAP_BLOCK_SIZE", &c->block_size);
   bytes("UMAP_JOURNAL_STAGED_QUOTA", &c->journal_staged_quota);
@@ -158,26 +165,10 @@ extern "C" int umap_config_init(umap_config* c) {
   count("UMAP_STATS_PERIOD_MS", &c->stats_period_ms);
   bytes("UMAP_IO_MAX_BYTES", &c->io_max_bytes);
   bytes("UMAP_PREFETCH_BYTES", &c->prefetch_bytes);
-  if (const char* v = std::getenv("UMAP_LAZY_SIZING")) {
-    if (std::strcmp(v, "1") == 0) c->lazy_sizing = 1;
-    else if (std::strcmp(v, "0") == 0) c->lazy_sizing = 0;
-    else { UMAP_LOG(kError, "UMAP_LAZY_SIZING=", v, " must be 0 or 1"); ok = false; }
-  }
-  if (const char* v = std::getenv("UMAP_DEFER_FILE_SYNC")) {
-    if (std::strcmp(v, "1") == 0) c->defer_file_sync = 1;
-    else if (std::strcmp(v, "0") == 0) c->defer_file_sync = 0;
-    else { UMAP_LOG(kError, "UMAP_DEFER_FILE_SYNC=", v, " must be 0 or 1"); ok = false; }
-  }
-  if (const char* v = std::getenv("UMAP_CHECKPOINT")) {
-    if (std::strcmp(v, "1") == 0) c->checkpoint_control = 1;
-    else if (std::strcmp(v, "0") == 0) c->checkpoint_control = 0;
-    else { UMAP_LOG(kError, "UMAP_CHECKPOINT=", v, " must be 0 or 1"); ok = false; }
-  }
-  if (const char* v = std::getenv("UMAP_IO_DIRECT")) {
-    if (std::strcmp(v, "1") == 0) c->io_direct = 1;
-    else if (std::strcmp(v, "0") == 0) c->io_direct = 0;
-    else { UMAP_LOG(kError, "UMAP_IO_DIRECT=", v, " must be 0 or 1"); ok = false; }
-  }
+  flag("UMAP_LAZY_SIZING", &c->lazy_sizing);
+  flag("UMAP_DEFER_FILE_SYNC", &c->defer_file_sync);
+  flag("UMAP_CHECKPOINT", &c->checkpoint_control);
+  flag("UMAP_IO_DIRECT", &c->io_direct);
   if (const char* v = std::getenv("UMAP_IO_ENGINE")) {
     if (std::strcmp(v, "auto") == 0) c->io_engine = UMAP_IO_AUTO;
     else if (std::strcmp(v, "uring") == 0) c->io_engine = UMAP_IO_URING;
