@@ -48,8 +48,10 @@ class GuardedWriteBack final : public WriteBack {
     inner_->set_io(io);
   }
   WriteBack* inner() { return inner_.get(); }
+  // The inner sink goes first: its background writer may call Check until it stops.
+  ~GuardedWriteBack() override { inner_.reset(); }
 
- private:
+  // OK while the locks stand; else why not (the journal's takeover when that is the cause).
   absl::Status Check() {
     absl::Status s = guard_->CheckHeld();
     if (s.ok() || journal_ == nullptr) return s;
@@ -58,7 +60,8 @@ class GuardedWriteBack final : public WriteBack {
     return ErrnoFromStatus(owner) == ESTALE ? owner : s;
   }
 
-  const std::unique_ptr<WriteBack> inner_;
+ private:
+  std::unique_ptr<WriteBack> inner_;
   Coherence* const guard_;
   JournalHandle* const journal_;
 };

@@ -6,6 +6,8 @@
 #include <thread>
 #include <utility>
 
+#include <pthread.h>
+
 #include "absl/strings/str_cat.h"
 #include "base/crash_point.h"
 #include "base/log.h"
@@ -116,6 +118,30 @@ absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
                            defer_file_sync && contents == journal::Contents::kData));
 }
 
+JournalWriteBack::JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
+                                   journal::Policy policy, uint64_t mapping_id,
+                                   bool defer_file_sync)
+    : journal_(journal),
+      file_(file),
+      block_size_(block_size),
+      policy_(policy),
+      mapping_id_(mapping_id),
+      defer_file_sync_(defer_file_sync) {
+  if (defer_file_sync_) applier_ = std::thread([this] { ApplierLoop(); });
+}
+
+JournalWriteBack::~JournalWriteBack() {
+  if (!applier_.joinable()) return;
+  {
+    absl::MutexLock l(&apply_mu_);
+    stop_ = true;
+    apply_cv_.SignalAll();
+  }
+  // Whatever it did not write stays committed in the journal: the next map of the file (or
+  // umap-recover) replays it.
+  applier_.join();
+}
+
 WriteBackResult JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
   if (policy_ == journal::Policy::kAtomic) {
     absl::MutexLock l(&apply_mu_);
@@ -128,8 +154,9 @@ WriteBackResult JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
     return {};
   }
   // Relaxed: the evicted blocks are committed as one transaction (each block is independent;
-  // committing them together only makes them atomic together) and applied at once. They
-  // become durable through the journal and are marked applied after a later file sync.
+  // committing them together only makes them atomic together) and applied at once (or by
+  // the applier, with defer_file_sync). They become durable through the journal and are
+  // marked applied after a later file sync.
   return CommitAndApply(images, 0, 0, /*sync_file=*/false);
 }
 
@@ -143,7 +170,28 @@ uint64_t Bytes(const journal::Transaction& t) {
   for (const auto& b : t.blocks) n += b.data.size();
   return n;
 }
+
+// Newest first: the image of `block` in the newest transaction of `txns` that has one.
+bool CopyNewest(const std::map<uint64_t, journal::Transaction>& txns, uint64_t block,
+                absl::Span<char> dst) {
+  for (auto it = txns.rbegin(); it != txns.rend(); ++it) {
+    for (const journal::CommittedBlock& b : it->second.blocks) {
+      if (b.block == block && !b.data.empty()) {
+        std::memcpy(dst.data(), b.data.data(), std::min(b.data.size(), dst.size()));
+        return true;
+      }
+    }
+  }
+  return false;
+}
 }  // namespace
+
+uint64_t JournalWriteBack::Backlog() const {
+  uint64_t n = 0;
+  for (const auto& [lsn, t] : unapplied_) n += Bytes(t);
+  for (const auto& [lsn, t] : applying_) n += Bytes(t);
+  return n;
+}
 
 absl::Status JournalWriteBack::AdoptSurvivors(bool for_read) {
   if (!commit_failed_) return absl::OkStatus();
@@ -185,14 +233,8 @@ absl::StatusOr<bool> JournalWriteBack::ReadEvicted(uint64_t block, absl::Span<ch
     std::memcpy(dst.data(), img.data(), std::min(img.size(), dst.size()));
     return true;
   }
-  for (auto it = unapplied_.rbegin(); it != unapplied_.rend(); ++it) {
-    for (const journal::CommittedBlock& b : it->second.blocks) {
-      if (b.block == block && !b.data.empty()) {
-        std::memcpy(dst.data(), b.data.data(), std::min(b.data.size(), dst.size()));
-        return true;
-      }
-    }
-  }
+  // Then the committed ones not yet written: unapplied_ is newer than the applier's batch.
+  if (CopyNewest(unapplied_, block, dst) || CopyNewest(applying_, block, dst)) return true;
   return false;  // the file holds the newest version
 }
 
@@ -251,9 +293,85 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
     last_lsn_ = std::max(last_lsn_, lsn);
     unapplied_.emplace(lsn, *std::move(txn));
   }
+  if (defer_file_sync_) {
+    apply_cv_.SignalAll();  // the applier writes it
+    return AwaitBacklog();
+  }
   // Committed: whatever becomes of the apply, the journal holds these images now, and an
   // apply that fails is retried by the next Sync (never journaled again).
   return {ApplyPending(sync_file), /*kept=*/true};
+}
+
+WriteBackResult JournalWriteBack::AwaitBacklog() {
+  // Only a round that ended while this commit waited counts: an older failure may be gone
+  // (the commit woke the applier, which retries at once).
+  const uint64_t seen = apply_rounds_;
+  while (!stop_ && Backlog() > kMaxBacklogBytes) {
+    if (!apply_error_.ok() && apply_rounds_ != seen) {
+      // Durable in the journal, but the file is not taking writes (a full or failing disk):
+      // say so instead of growing the backlog in memory.
+      return {apply_error_, /*kept=*/true};
+    }
+    apply_cv_.Wait(&apply_mu_);
+  }
+  return {absl::OkStatus(), /*kept=*/true, /*applied=*/false};
+}
+
+void JournalWriteBack::ApplierLoop() {
+  ::pthread_setname_np(::pthread_self(), "umap-apply");
+  absl::MutexLock l(&apply_mu_);
+  for (;;) {
+    while (!stop_ && unapplied_.empty()) apply_cv_.Wait(&apply_mu_);
+    if (stop_) return;
+    absl::Status s = ApplyBatch();
+    if (!s.ok() && apply_error_.ok()) {
+      UMAP_LOG(kError, "writing journaled transactions to ", file_->name(),
+               " failed (they stay in the journal; retrying): ", s.ToString());
+    }
+    apply_error_ = s;
+    ++apply_rounds_;
+    apply_cv_.SignalAll();
+    // After a failure, retry after 100 ms (or at the next commit, stop or Drain).
+    if (!s.ok()) apply_cv_.WaitWithTimeout(&apply_mu_, absl::Milliseconds(100));
+  }
+}
+
+absl::Status JournalWriteBack::ApplyBatch() {
+  RETURN_IF_ERROR(CheckOwnerBeforeApply());
+  if (apply_guard_) RETURN_IF_ERROR(apply_guard_());
+  applying_ = std::move(unapplied_);
+  unapplied_.clear();
+  applier_busy_ = true;
+  absl::Status s;
+  // Commits (newer LSNs, into unapplied_) and ReadEvicted go on meanwhile; only this thread
+  // touches applying_'s contents while applier_busy_, and nobody else writes the file.
+  apply_mu_.Unlock();
+  for (const auto& [lsn, t] : applying_) {
+    std::vector<BlockImage> images;
+    images.reserve(t.blocks.size());
+    for (const auto& b : t.blocks) {
+      images.push_back({b.block, absl::MakeConstSpan(b.data.data(), b.data.size())});
+    }
+    // In LSN order, one transaction after the other, as ApplyPending.
+    s = WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); });
+    if (!s.ok()) break;
+  }
+  apply_mu_.Lock();
+  if (!s.ok()) {
+    // Written or not, all of it is applied again, in order, by the next round.
+    unapplied_.merge(applying_);
+    applying_.clear();
+    applier_busy_ = false;
+    return s;
+  }
+  for (const auto& [lsn, t] : applying_) applied_unsynced_bytes_ += Bytes(t);
+  applied_unsynced_.merge(applying_);
+  applying_.clear();
+  if (unapplied_.empty() || applied_unsynced_bytes_ >= kMaxAppliedUnsyncedBytes) {
+    s = SyncFileAndMark();
+  }
+  applier_busy_ = false;
+  return s;
 }
 
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
@@ -276,6 +394,10 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   }
   if (!sync_file && applied_unsynced_bytes_ < kMaxAppliedUnsyncedBytes) return absl::OkStatus();
   if (applied_unsynced_.empty()) return file_->Sync();
+  return SyncFileAndMark();
+}
+
+absl::Status JournalWriteBack::SyncFileAndMark() {
   if (absl::Status s = file_->Sync(); !s.ok()) {
     // The pages written since the last good fdatasync may be gone: apply them again later.
     unapplied_.merge(applied_unsynced_);
@@ -329,9 +451,13 @@ absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {
 
 absl::Status JournalWriteBack::Drain() {
   absl::MutexLock l(&apply_mu_);
+  // The applier's round in progress ends first (it writes without the lock); the next
+  // waits for the lock, and finds nothing to do.
+  while (applier_busy_) apply_cv_.Wait(&apply_mu_);
   // Committed images not in the file yet (an apply that failed, relaxed evictions applied
-  // without an fdatasync, a failed commit that reached the journal after all) are applied
-  // and synced now, so that the journal holds no transaction of this sink.
+  // without an fdatasync, the applier's backlog, a failed commit that reached the journal
+  // after all) are applied and synced now, so that the journal holds no transaction of this
+  // sink.
   RETURN_IF_ERROR(AdoptSurvivors(/*for_read=*/false));
   if (!unapplied_.empty() || !applied_unsynced_.empty()) {
     RETURN_IF_ERROR(ApplyPending(/*sync_file=*/true));

@@ -22,10 +22,15 @@
 //   relaxed policy  Evicted() commits the images (a batch of evictions) as one transaction
 //                   and applies it (no fdatasync: the journal makes it durable; it is marked
 //                   applied after the next file sync). Sync() commits the captured images, applies, syncs.
-//   defer_file_sync Sync() (either policy, data journal) commits and applies like a relaxed
-//                   eviction and leaves the fdatasync to a later one: 8 MiB of applied-unsynced
-//                   images, Drain (uunmap, runtime destruction, a checkpoint). The journal
-//                   keeps each transaction until that fdatasync returned.
+//   defer_file_sync Sync() and a relaxed Evicted() (either policy, data journal) return once
+//                   the transaction is committed (`applied` false). The sink's applier thread
+//                   writes committed transactions to the file in LSN order, a batch at a time,
+//                   and fdatasyncs when it runs out of work (or 8 MiB are unsynced); the
+//                   journal keeps each transaction until that fdatasync returned. Committed
+//                   bytes not yet written are bounded (kMaxBacklogBytes): beyond it a commit
+//                   waits for the applier, or, while the applier is failing, returns its error
+//                   (the transaction kept). Drain (uunmap, runtime destruction, a checkpoint)
+//                   writes and syncs everything in the caller.
 // Committed images that are not yet applied stay readable through ReadEvicted, so that a
 // miss never reads a file block older than its committed version.
 #ifndef UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
@@ -36,9 +41,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -140,20 +147,34 @@ class JournalWriteBack final : public WriteBack {
   absl::Status Drain() override;
 
   uint64_t mapping_id() const { return mapping_id_; }
+  ~JournalWriteBack() override;
+  // defer_file_sync: checked before each round of the applier (a partitioned-write
+  // mapping's locks, GuardedWriteBack); a failure is the round's error. Set before the first
+  // commit; must stay callable until this sink is destroyed.
+  void set_apply_guard(absl::AnyInvocable<absl::Status()> guard) { apply_guard_ = std::move(guard); }
+
+  // Committed bytes the applier may have outstanding (not yet written to the file).
+  static constexpr uint64_t kMaxBacklogBytes = 8ull << 20;
 
  private:
   JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
-                   journal::Policy policy, uint64_t mapping_id, bool defer_file_sync)
-      : journal_(journal),
-        file_(file),
-        block_size_(block_size),
-        policy_(policy),
-        mapping_id_(mapping_id),
-        defer_file_sync_(defer_file_sync) {}
+                   journal::Policy policy, uint64_t mapping_id, bool defer_file_sync);
 
-  // Commits images (+ staged blocks in [first, end)), then applies to the file.
+  // Commits images (+ staged blocks in [first, end)), then applies to the file (with
+  // defer_file_sync: hands the transaction to the applier).
   WriteBackResult CommitAndApply(absl::Span<const BlockImage> images, uint64_t first,
                               uint64_t end, bool sync_file);
+  // defer_file_sync: after a commit, waits while the backlog is over kMaxBacklogBytes.
+  WriteBackResult AwaitBacklog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // The applier thread's loop, and one round of it: takes every unapplied transaction,
+  // writes them without holding apply_mu_ (ReadEvicted and commits go on), then fdatasyncs
+  // if nothing new arrived meanwhile or 8 MiB are unsynced.
+  void ApplierLoop();
+  absl::Status ApplyBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // The file's fdatasync, then the synced transactions are marked applied (batched).
+  absl::Status SyncFileAndMark() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Payload bytes of unapplied_ and applying_ (a few dozen transactions at most).
+  uint64_t Backlog() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
   // fdatasyncs and marks them (and earlier applied-unsynced ones) applied.
   absl::Status ApplyPending(bool sync_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
@@ -180,6 +201,18 @@ class JournalWriteBack final : public WriteBack {
   absl::Mutex apply_mu_;
   // Committed, not yet applied (or apply failed): LSN -> transaction with images.
   std::map<uint64_t, journal::Transaction> unapplied_ ABSL_GUARDED_BY(apply_mu_);
+  // defer_file_sync: the batch the applier is writing, outside apply_mu_ (read-only there;
+  // ReadEvicted reads it under the lock). Older than everything in unapplied_.
+  std::map<uint64_t, journal::Transaction> applying_ ABSL_GUARDED_BY(apply_mu_);
+  // True while the applier writes or syncs without the lock: nobody else writes the file.
+  bool applier_busy_ ABSL_GUARDED_BY(apply_mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(apply_mu_) = false;
+  // The applier's last failure (OK after a good round): commits over the backlog return it.
+  absl::Status apply_error_ ABSL_GUARDED_BY(apply_mu_);
+  uint64_t apply_rounds_ ABSL_GUARDED_BY(apply_mu_) = 0;  // rounds ended, good or not
+  absl::CondVar apply_cv_;  // applier: work or stop; committers and Drain: progress
+  std::thread applier_;
+  absl::AnyInvocable<absl::Status()> apply_guard_;
   // Applied to the file but not yet fdatasync'ed: marked applied after the next file sync.
   // Kept whole: if that fdatasync fails, the kernel may have dropped the written pages, so
   // they are applied again (never trust a later fsync after a failed one).

@@ -45,7 +45,12 @@ Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
   }
 }
 
-Mapping::~Mapping() { UnmapBuffer(stash_arena_, size_t{kStashes} * block_size_); }
+Mapping::~Mapping() {
+  // The sink first: a background writer of its own (defer_file_sync) uses the file and the
+  // coherence, which are destroyed after it.
+  write_back_.reset();
+  UnmapBuffer(stash_arena_, size_t{kStashes} * block_size_);
+}
 
 char* Mapping::StashBuffer(uint32_t i) const { return stash_arena_ + size_t{i} * block_size_; }
 
@@ -512,7 +517,11 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cache_block,
     c.blocks_read.fetch_add(1, std::memory_order_relaxed);
     misses_.fetch_add(1, std::memory_order_relaxed);
   }
-  PublishFilled(block, e.v, cache_block, write && writable_, tid);
+  // The sink held no version: the file has the newest, and no new one can appear while
+  // this entry is locked (only a resident block is captured or evicted), so later misses
+  // read the file directly.
+  PublishFilled(block, from_file ? e.v & ~Table::kStaged : e.v, cache_block, write && writable_,
+                tid);
 }
 
 void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cache_block, bool write, pid_t tid,
@@ -950,7 +959,7 @@ bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
     if (e.shadow() && e.shadow_index() == s) {
       v = Table::WithoutShadow(v);
       // The sink holds the image (staged, or committed and not yet applied): a miss asks it.
-      if (write_back_->keeps_evicted() || !r.ok()) v |= Table::kStaged;
+      if (write_back_->keeps_evicted() || !r.ok() || !r.applied) v |= Table::kStaged;
     }
     table_.Unlock(sh.block, v);
     shadows_pending_.fetch_sub(1, std::memory_order_relaxed);
@@ -1093,7 +1102,7 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
 
 void Mapping::SettleCapture(const Capture& cap, uint64_t first, uint64_t end,
                             const WriteBackResult& r) {
-  if (r.ok()) {
+  if (r.ok() && r.applied) {
     rt_->counters().blocks_written.fetch_add(cap.blocks.size(), std::memory_order_relaxed);
     // Every image the sink held for the range (staged, or committed and then applied) is in
     // the file now.
@@ -1105,9 +1114,14 @@ void Mapping::SettleCapture(const Capture& cap, uint64_t first, uint64_t end,
     return;
   }
   if (r.kept) {
-    // Committed, only the apply failed: the images are safe in the journal and the next
-    // umsync applies them. The blocks stay clean (a retry must not journal them again), and
-    // a miss after their eviction asks the sink, never the stale file.
+    // Committed, and the apply failed or is left to the sink's background writer: the
+    // images are safe in the journal and reach the file later. The blocks stay clean (a
+    // retry must not journal them again), and a miss after their eviction asks the sink,
+    // never the stale file. (The range's other held blocks keep their mark: their images
+    // are in the same unapplied transaction.)
+    if (r.ok()) {
+      rt_->counters().blocks_written.fetch_add(cap.blocks.size(), std::memory_order_relaxed);
+    }
     for (const Captured& c : cap.blocks) {
       Table::Entry e = table_.Lock(c.block);
       table_.Unlock(c.block, e.v | Table::kStaged);

@@ -662,7 +662,14 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
         absl::MutexLock l(&mu_);
         journal = journal_.get();  // set by MakeWriteBack unless journal_mode is off
       }
-      write_back = std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
+      auto guarded =
+          std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
+      // A journal sink that writes in the background (defer_file_sync) checks the locks
+      // before each of its rounds too.
+      if (auto* j = dynamic_cast<JournalWriteBack*>(guarded->inner())) {
+        j->set_apply_guard([g = guarded.get()] { return g->Check(); });
+      }
+      write_back = std::move(guarded);
     }
   }
   // A writable region must be readable for UFFDIO_COPY'd pages to make sense to the app.
@@ -920,6 +927,9 @@ void Runtime::Destroy(Mapping* m) {
              "; the range is unmapped regardless");
   }
   m->ReleaseAll();
+  // The sink before the coherence: its background writer (defer_file_sync) checks the
+  // locks until it stops.
+  m->set_write_back(nullptr);
   // Before the range is released: its refusals must not explain a later mapping's faults.
   m->set_coherence(nullptr);
   ReleaseRegion(m->base(), m->region_length());

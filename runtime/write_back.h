@@ -36,6 +36,10 @@ struct WriteBackResult {
   // them first, in LSN order — so the caller must not hand them in again (a retry would
   // journal them a second time). False: nothing of them is kept.
   bool kept = false;
+  // With OK: false when the sink committed the images to the journal (durable) but writes
+  // them to the file later, in the background (JournalWriteBack with defer_file_sync). Until
+  // then ReadEvicted serves them, so the caller marks the blocks as held by the sink.
+  bool applied = true;
   bool ok() const { return status.ok(); }
 };
 
@@ -45,8 +49,9 @@ class WriteBack {
 
   // Evicted dirty blocks of this mapping (called from a background write-back thread, one
   // image per block, ascending block order). When it returns OK every image is safe in the
-  // sense of the policy: written to the file (relaxed), or staged in the journal (atomic,
-  // then keeps_evicted() is true and ReadEvicted serves it). On error none counts as safe
+  // sense of the policy: written to the file (relaxed; or committed, `applied` false, and
+  // served by ReadEvicted until the sink wrote it), or staged in the journal (atomic, then
+  // keeps_evicted() is true and ReadEvicted serves it). On error none counts as safe
   // unless `kept` (WriteBackResult).
   virtual WriteBackResult Evicted(absl::Span<const BlockImage> images) = 0;
 
@@ -59,8 +64,9 @@ class WriteBack {
   }
 
   // umsync: makes `images` (captured from the cache, ascending block order) and every
-  // evicted image the sink keeps for blocks in [first, end) durable in the file. OK only
-  // when all of them are written and the file is fdatasync'ed. On error nothing is lost:
+  // evicted image the sink keeps for blocks in [first, end) durable: in the file, written and
+  // fdatasync'ed; or, with `applied` false, committed to the journal and written to the file
+  // later by the sink. On error nothing is lost:
   // with `kept` the sink holds the images (the caller marks the blocks as held by the sink);
   // otherwise the caller keeps the captured blocks dirty; kept images stay kept.
   virtual WriteBackResult Sync(absl::Span<const BlockImage> images, uint64_t first,

@@ -1,12 +1,15 @@
 // RuntimeOptions::defer_file_sync: umsync returns once its transaction is committed to the
-// journal and written to the file, and the file's fdatasync comes later. What that may and
-// may not change, with a power cut of both disks (FaultEnv for the data file, FaultFs for
-// the journal: everything not synced is lost):
-//   - after an acknowledged umsync the file alone may lack the blocks (the deferral is real:
-//     with it off the file has them), and the journal brings them back at the next map;
+// journal; the sink's applier thread writes it to the file and fdatasyncs later. What that
+// may and may not change, with a power cut of both disks (FaultEnv for the data file,
+// FaultFs for the journal: everything not synced is lost):
+//   - umsync returns while the file's fdatasync hangs, and after an acknowledged umsync the
+//     file alone may lack the blocks (the deferral is real: with it off the file has them);
+//     the journal brings them back at the next map;
 //   - uunmap leaves the file synced (nothing of it left to replay);
 //   - a file sync that fails at uunmap fails the uunmap and keeps the mapping; the retry
-//     syncs it.
+//     syncs it;
+//   - while the file takes no writes, the committed backlog stays bounded: a umsync beyond
+//     it fails with the file's error, and nothing is lost.
 // The stateful property (durability_property_test) runs half its cases with the deferral.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -20,6 +23,8 @@
 
 #include "faultinject/fault_env.h"
 #include "faultinject/fault_fs.h"
+#include "base/posix_error.h"
+#include "runtime/journal_write_back.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_file.h"
 
@@ -123,8 +128,11 @@ TEST_P(DeferFileSyncTest, AnAcknowledgedUmsyncSurvivesThroughTheJournal) {
   ASSERT_NE(rt, nullptr);
   char* p = Map(*rt);
   ASSERT_NE(p, nullptr);
+  // The file's fdatasync hangs: the umsync must not wait for it.
+  ASSERT_TRUE(
+      env_.FailNext(Op::kSync, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
   WriteAndSync(*rt, p);
-  EXPECT_TRUE(FileHasNewBlock()) << "written to the file before umsync returned";
+  ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(30))) << "the applier syncs the file later";
   PowerCut(std::move(rt));
   EXPECT_FALSE(FileHasNewBlock()) << "the file's fdatasync was deferred: the cut lost it";
   // The next map replays the journal first.
@@ -164,8 +172,9 @@ TEST_P(DeferFileSyncTest, AFailedFileSyncAtUunmapKeepsTheMapping) {
   ASSERT_NE(rt, nullptr);
   char* p = Map(*rt);
   ASSERT_NE(p, nullptr);
+  // Every sync of the file fails, the applier's in the background and uunmap's.
+  ASSERT_TRUE(env_.FailNext(Op::kSync, 1, Fault::Error(EIO).OnlyFor("data").Sticky()).ok());
   WriteAndSync(*rt, p);
-  ASSERT_TRUE(env_.FailNext(Op::kSync, 1, Fault::Error(EIO).OnlyFor("data")).ok());
   absl::Status s = rt->Unmap(p, kBlocks * kBlock);
   EXPECT_FALSE(s.ok()) << "the deferred fdatasync failed";
   EXPECT_EQ(p[kBlockWritten * kBlock], kNew) << "still mapped";
@@ -174,6 +183,39 @@ TEST_P(DeferFileSyncTest, AFailedFileSyncAtUunmapKeepsTheMapping) {
   ASSERT_TRUE(s.ok()) << s;
   PowerCut(std::move(rt));
   EXPECT_TRUE(FileHasNewBlock()) << "the retried uunmap synced it";
+}
+
+TEST_P(DeferFileSyncTest, TheBacklogIsBoundedWhileTheFileTakesNoWrites) {
+  auto rt = Start(/*defer=*/true);
+  ASSERT_NE(rt, nullptr);
+  char* p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(env_.FailNext(Op::kWrite, 1, Fault::Error(ENOSPC).OnlyFor("data").Sticky()).ok());
+  // Each umsync commits the whole mapping (64 KiB); the applier cannot write any of it.
+  const size_t mapping = kBlocks * kBlock;
+  const int fits = static_cast<int>(JournalWriteBack::kMaxBacklogBytes / mapping);
+  absl::Status s;
+  int round = 0;
+  for (; round < 2 * fits && s.ok(); ++round) {
+    std::memset(p, 'a' + round % 26, mapping);
+    s = rt->Sync(p, mapping);
+  }
+  EXPECT_EQ(ErrnoFromStatus(s), ENOSPC) << s;
+  EXPECT_GE(round, fits) << "the backlog holds what fits first";
+  EXPECT_LE(round, fits + 2) << "then umsync says the file takes no writes";
+  const char last = p[0];
+  EXPECT_EQ(p[mapping - 1], last);
+  // The disk has room again: everything committed, and the last (failed) round, reach the
+  // file, in order.
+  env_.ClearAll();
+  s = rt->Unmap(p, mapping);
+  ASSERT_TRUE(s.ok()) << s;
+  const int fd = ::open(path_.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string buf(mapping, '\0');
+  EXPECT_EQ(::pread(fd, buf.data(), mapping, 0), static_cast<ssize_t>(mapping));
+  ::close(fd);
+  EXPECT_EQ(buf, std::string(mapping, last));
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, DeferFileSyncTest,
