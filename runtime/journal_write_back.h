@@ -49,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "journal/journal.h"
 #include "runtime/write_back.h"
 #include "umap/env.h"
@@ -167,10 +168,14 @@ class JournalWriteBack final : public WriteBack {
   // defer_file_sync: after a commit, waits while the backlog is over kMaxBacklogBytes.
   WriteBackResult AwaitBacklog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The applier thread's loop, and one round of it: takes every unapplied transaction,
-  // writes them without holding apply_mu_ (ReadEvicted and commits go on), then fdatasyncs
-  // if nothing new arrived meanwhile or 8 MiB are unsynced.
+  // writes them without holding apply_mu_ (ReadEvicted and commits go on), and fdatasyncs
+  // once 8 MiB are unsynced; when idle for kIdleSyncDelay it fdatasyncs the rest.
   void ApplierLoop();
   absl::Status ApplyBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // The applier's fdatasync of what it wrote (applied_unsynced_, moved to syncing_), without
+  // holding apply_mu_; then the synced transactions are marked applied (batched).
+  absl::Status SyncInBackground() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  static constexpr absl::Duration kIdleSyncDelay = absl::Milliseconds(50);
   // The file's fdatasync, then the synced transactions are marked applied (batched).
   absl::Status SyncFileAndMark() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Payload bytes of unapplied_ and applying_ (a few dozen transactions at most).
@@ -204,6 +209,9 @@ class JournalWriteBack final : public WriteBack {
   // defer_file_sync: the batch the applier is writing, outside apply_mu_ (read-only there;
   // ReadEvicted reads it under the lock). Older than everything in unapplied_.
   std::map<uint64_t, journal::Transaction> applying_ ABSL_GUARDED_BY(apply_mu_);
+  // The applier's fdatasync in progress covers these (written, unsynced); ReadEvicted reads
+  // them too, since a failed fdatasync may have dropped their pages.
+  std::map<uint64_t, journal::Transaction> syncing_ ABSL_GUARDED_BY(apply_mu_);
   // True while the applier writes or syncs without the lock: nobody else writes the file.
   bool applier_busy_ ABSL_GUARDED_BY(apply_mu_) = false;
   bool stop_ ABSL_GUARDED_BY(apply_mu_) = false;
