@@ -25,7 +25,7 @@
 //   defer_file_sync Sync() and a relaxed Evicted() (either policy, data journal) return once
 //                   the transaction is committed (`applied` false). The sink's applier thread
 //                   writes committed transactions to the file in LSN order, a batch at a time,
-//                   and fdatasyncs when it runs out of work (or 8 MiB are unsynced); the
+//                   and fdatasyncs after 8 MiB or 50 ms without a commit; the
 //                   journal keeps each transaction until that fdatasync returned. Committed
 //                   bytes not yet written are bounded (kMaxBacklogBytes): beyond it a commit
 //                   waits for the applier, or, while the applier is failing, returns its error
@@ -155,7 +155,7 @@ class JournalWriteBack final : public WriteBack {
   void set_apply_guard(absl::AnyInvocable<absl::Status()> guard) { apply_guard_ = std::move(guard); }
 
   // Committed bytes the applier may have outstanding (not yet written to the file).
-  static constexpr uint64_t kMaxBacklogBytes = 8ull << 20;
+  static constexpr uint64_t kMaxBacklogBytes = 2ull << 20;
 
  private:
   JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
