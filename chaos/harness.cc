@@ -124,9 +124,9 @@ IterationRecord Harness::RunIteration(int index) {
   rec.cls = pool[it.rng.Range(0, pool.size() - 1)];
   it.policy = it.rng.OneIn(2) ? Policy::kAtomic : Policy::kRelaxed;
   rec.policy = it.policy == Policy::kAtomic ? "atomic" : "relaxed";
-  // The file's fdatasync deferred (RuntimeOptions::defer_file_sync) only on request
-  // (--defer-file-sync-one-in N): drawn in every iteration it broke the memory bound in
-  // enospc data-full runs (docs/chaos.md, "Deferred file sync").
+  // The file's writes and fdatasync left to the sink's applier (RuntimeOptions::
+  // defer_file_sync) only on request (--defer-file-sync-one-in N) until a nightly has run
+  // with it (docs/chaos.md, "Deferred file sync").
   it.defer_file_sync = c.defer_file_sync_one_in != 0 && it.rng.OneIn(c.defer_file_sync_one_in);
   if (it.defer_file_sync) rec.Describe("deferred file sync; ");
   ClassStats& st = run_.tally().of(rec.cls);
