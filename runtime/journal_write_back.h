@@ -200,6 +200,9 @@ class JournalWriteBack final : public WriteBack {
   // Sync leaves the file's fdatasync to a later one (RuntimeOptions::defer_file_sync; data
   // journal only: the journal's images are what makes the transaction durable meanwhile).
   const bool defer_file_sync_;
+  // The applier writes with plain pwrite(2), one merged run after the other (a FUSE file:
+  // OnFuse in the .cc), instead of through the I/O manager's io_uring writer.
+  const bool applier_writes_one_at_a_time_;
 
   // Serialises commit+apply of this mapping, so each block's versions reach the file in LSN
   // order and a miss sees either the staged record or the committed image.

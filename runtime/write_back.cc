@@ -10,14 +10,15 @@ namespace umap::runtime {
 
 absl::Status WriteBack::WriteImages(File* file, uint64_t block_size,
                                     absl::Span<const BlockImage> images,
-                                    absl::FunctionRef<void()> before_each) {
+                                    absl::FunctionRef<void()> before_each,
+                                    bool one_at_a_time) {
   std::vector<io::WritePiece> pieces;
   pieces.reserve(images.size());
   for (const BlockImage& im : images) {
     pieces.push_back({im.block * block_size, im.data.data(), im.data.size()});
   }
-  if (io_ != nullptr) return io_->Write(file, pieces, before_each);
-  // No I/O manager: one write per run of adjacent blocks, copied into one buffer.
+  if (io_ != nullptr && !one_at_a_time) return io_->Write(file, pieces, before_each);
+  // One write per run of adjacent blocks, copied into one buffer.
   std::string run;
   size_t i = 0;
   while (i < pieces.size()) {

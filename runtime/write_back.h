@@ -87,8 +87,10 @@ class WriteBack {
  protected:
   // Writes `images` (ascending blocks, each at most once) to `file`: adjacent blocks merge
   // into one write. `before_each` runs before each write is issued (crash points).
+  // `one_at_a_time`: each merged write is a plain File::WriteAt in this thread, even with an
+  // I/O manager (no deadline: a hung write holds the caller until it returns).
   absl::Status WriteImages(File* file, uint64_t block_size, absl::Span<const BlockImage> images,
-                           absl::FunctionRef<void()> before_each);
+                           absl::FunctionRef<void()> before_each, bool one_at_a_time = false);
 
  private:
   io::IoManager* io_ = nullptr;

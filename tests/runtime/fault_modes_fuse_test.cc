@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/posix_error.h"
 #include "runtime/runtime.h"
 #include "tests/faultinject/fault_fuse_fixture.h"
@@ -61,7 +63,8 @@ class FaultModeFuseTest : public ::umaptest::FaultFuseTest,
 
   // Maps the 64-block data file (readable, or writable with an atomic data journal).
   // Read-ahead is off, so each miss is one request.
-  void Map(bool writable, unsigned timeout_ms = 100, unsigned retries = 1) {
+  void Map(bool writable, unsigned timeout_ms = 100, unsigned retries = 1,
+           bool defer_file_sync = false) {
     MakeFile("data", kSize);
     RuntimeOptions o;
     o.cache_bytes = 2 * kSize;
@@ -72,6 +75,7 @@ class FaultModeFuseTest : public ::umaptest::FaultFuseTest,
     o.io_retries = retries;
     o.prefetch_bytes = 0;
     if (writable) o.journal_dir = dir_.File("journal");
+    o.defer_file_sync = defer_file_sync;
     auto rt = Runtime::Create(o);
     ASSERT_TRUE(rt.ok()) << rt.status();
     rt_ = *std::move(rt);
@@ -265,6 +269,37 @@ TEST_P(FaultModeFuseTest, AnApplyWriteStalledPastItsDeadlineMakesUmsyncReturnEti
   EXPECT_EQ(BackingBlock(5), PatternAt(5 * kBlock, kBlock));
   ASSERT_OK(rt_->Sync(base_, kSize));
   EXPECT_EQ(BackingBlock(5), std::string(kBlock, 'e'));
+}
+
+// defer_file_sync: the umsync returns while the applier's write to the file hangs; the
+// applier writes each run of adjacent blocks as one plain request (no io_uring on FUSE),
+// then fdatasyncs; uunmap waits for it.
+TEST_P(FaultModeFuseTest, DeferredFileSyncReturnsBeforeTheFileWriteWhichComesInRuns) {
+  Map(/*writable=*/true, /*timeout_ms=*/100, /*retries=*/1, /*defer_file_sync=*/true);
+  std::memset(base_ + 3 * kBlock, 'd', 2 * kBlock);
+  std::memset(base_ + 10 * kBlock, 'f', kBlock);
+  ASSERT_OK(fs_->Arm("write path=data stall=forever").status());
+  ASSERT_OK(rt_->Sync(base_, kSize));
+  ASSERT_OK(fs_->WaitStalled(1));
+  EXPECT_EQ(BackingBlock(3), PatternAt(3 * kBlock, kBlock)) << "not written yet";
+  ASSERT_OK(fs_->Clear());
+  EXPECT_EQ(fs_->Release().value(), 1);
+  ASSERT_OK(rt_->Unmap(base_, kSize));
+  base_ = nullptr;
+  EXPECT_EQ(BackingBlock(3), std::string(kBlock, 'd'));
+  EXPECT_EQ(BackingBlock(4), std::string(kBlock, 'd'));
+  EXPECT_EQ(BackingBlock(10), std::string(kBlock, 'f'));
+  std::vector<std::string> order;
+  auto h = fs_->History("data");
+  ASSERT_TRUE(h.ok()) << h.status();
+  for (const FaultFuse::Request& r : *h) {
+    if (r.op == "write") order.push_back(absl::StrCat("write ", r.offset / kBlock, "+", r.len / kBlock));
+    if (r.op == "fsync") order.push_back("fsync");
+  }
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order.back(), "fsync");
+  EXPECT_EQ(std::count(order.begin(), order.end(), "write 3+2"), 1) << absl::StrJoin(order, ", ");
+  EXPECT_EQ(std::count(order.begin(), order.end(), "write 10+1"), 1) << absl::StrJoin(order, ", ");
 }
 
 TEST_P(FaultModeFuseTest, ATornApplyIsReportedAndRewrittenWholeByTheNextUmsync) {
