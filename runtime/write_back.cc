@@ -25,12 +25,18 @@ absl::Status WriteBack::WriteImages(File* file, uint64_t block_size,
     size_t j = i + 1;
     while (j < pieces.size() && pieces[j].offset == pieces[j - 1].offset + pieces[j - 1].len) ++j;
     before_each();
+    size_t bytes = pieces[i].len;
     if (j - i == 1) {
       RETURN_IF_ERROR(file->WriteAt(pieces[i].offset, absl::MakeConstSpan(pieces[i].data, pieces[i].len)));
     } else {
       run.clear();
       for (size_t k = i; k < j; ++k) run.append(pieces[k].data, pieces[k].len);
+      bytes = run.size();
       RETURN_IF_ERROR(file->WriteAt(pieces[i].offset, run));
+    }
+    if (io_ != nullptr) {  // counted with the engine's writes (umap_stats.io_writes)
+      io_->writer().counters().writes.fetch_add(1, std::memory_order_relaxed);
+      io_->writer().counters().write_bytes.fetch_add(bytes, std::memory_order_relaxed);
     }
     i = j;
   }
