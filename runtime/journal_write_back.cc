@@ -190,6 +190,16 @@ uint64_t Bytes(const journal::Transaction& t) {
   return n;
 }
 
+// The transaction's blocks as images to write (views of its payloads).
+std::vector<BlockImage> ImagesOf(const journal::Transaction& t) {
+  std::vector<BlockImage> images;
+  images.reserve(t.blocks.size());
+  for (const auto& b : t.blocks) {
+    images.push_back({b.block, absl::MakeConstSpan(b.data.data(), b.data.size())});
+  }
+  return images;
+}
+
 // Newest first: the image of `block` in the newest transaction of `txns` that has one.
 bool CopyNewest(const std::map<uint64_t, journal::Transaction>& txns, uint64_t block,
                 absl::Span<char> dst) {
@@ -380,11 +390,7 @@ absl::Status JournalWriteBack::ApplyBatch() {
   // touches applying_'s contents while applier_busy_, and nobody else writes the file.
   apply_mu_.Unlock();
   for (const auto& [lsn, t] : applying_) {
-    std::vector<BlockImage> images;
-    images.reserve(t.blocks.size());
-    for (const auto& b : t.blocks) {
-      images.push_back({b.block, absl::MakeConstSpan(b.data.data(), b.data.size())});
-    }
+    const std::vector<BlockImage> images = ImagesOf(t);
     // In LSN order, one transaction after the other, as ApplyPending.
     s = WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); },
                     applier_writes_one_at_a_time_);
@@ -436,11 +442,7 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   // Apply in LSN order; stop at the first failure so no block is applied out of order.
   for (auto it = unapplied_.begin(); it != unapplied_.end();) {
     const journal::Transaction& t = it->second;
-    std::vector<BlockImage> images;
-    images.reserve(t.blocks.size());
-    for (const auto& b : t.blocks) {
-      images.push_back({b.block, absl::MakeConstSpan(b.data.data(), b.data.size())});
-    }
+    const std::vector<BlockImage> images = ImagesOf(t);
     // One transaction's writes may be in flight together (its blocks are distinct); the
     // next transaction starts only after they all returned, so two versions of one block
     // are never written out of LSN order.
