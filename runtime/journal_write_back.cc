@@ -354,7 +354,7 @@ void JournalWriteBack::ApplierLoop() {
   absl::MutexLock l(&apply_mu_);
   for (;;) {
     // Idle with written-but-unsynced transactions: sync once no commit came for
-    // kIdleSyncDelay, so that a steady stream of umsyncs shares one fdatasync per 8 MiB
+    // kIdleSyncDelay, so that a steady stream of umsyncs shares one fdatasync per 1 MiB
     // (ApplyBatch) instead of paying one each.
     bool sync_now = false;
     while (!stop_ && unapplied_.empty()) {

@@ -25,7 +25,7 @@
 //   defer_file_sync Sync() and a relaxed Evicted() (either policy, data journal) return once
 //                   the transaction is committed (`applied` false). The sink's applier thread
 //                   writes committed transactions to the file in LSN order, a batch at a time,
-//                   and fdatasyncs after 8 MiB or 50 ms without a commit; the
+//                   and fdatasyncs after 1 MiB or 50 ms without a commit; the
 //                   journal keeps each transaction until that fdatasync returned. Committed
 //                   bytes not yet written are bounded (kMaxBacklogBytes): beyond it a commit
 //                   waits for the applier, or, while the applier is failing, returns its error
@@ -169,7 +169,7 @@ class JournalWriteBack final : public WriteBack {
   WriteBackResult AwaitBacklog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The applier thread's loop, and one round of it: takes every unapplied transaction,
   // writes them without holding apply_mu_ (ReadEvicted and commits go on), and fdatasyncs
-  // once 8 MiB are unsynced; when idle for kIdleSyncDelay it fdatasyncs the rest.
+  // once 1 MiB is unsynced; when idle for kIdleSyncDelay it fdatasyncs the rest.
   void ApplierLoop();
   absl::Status ApplyBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The applier's fdatasync of what it wrote (applied_unsynced_, moved to syncing_), without
@@ -197,8 +197,9 @@ class JournalWriteBack final : public WriteBack {
   const uint32_t block_size_;
   const journal::Policy policy_;
   const uint64_t mapping_id_;
-  // Sync leaves the file's fdatasync to a later one (RuntimeOptions::defer_file_sync; data
-  // journal only: the journal's images are what makes the transaction durable meanwhile).
+  // Sync returns at the commit and the applier writes and syncs the file (RuntimeOptions::
+  // defer_file_sync; data journal only: the journal's images are what makes the transaction
+  // durable meanwhile).
   const bool defer_file_sync_;
   // The applier writes with plain pwrite(2), one merged run after the other (a FUSE file:
   // OnFuse in the .cc), instead of through the I/O manager's io_uring writer.
