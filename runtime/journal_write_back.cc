@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <pthread.h>
+#include <linux/magic.h>
 #include <sys/statfs.h>
 
 #include "absl/strings/str_cat.h"
@@ -128,7 +129,7 @@ namespace {
 bool OnFuse(File& file) {
   struct statfs st;
   return file.fd() >= 0 && ::fstatfs(file.fd(), &st) == 0 &&
-         static_cast<uint32_t>(st.f_type) == 0x65735546u;  // FUSE_SUPER_MAGIC
+         static_cast<uint32_t>(st.f_type) == FUSE_SUPER_MAGIC;
 }
 }  // namespace
 
@@ -366,7 +367,7 @@ void JournalWriteBack::ApplierLoop() {
       }
     }
     if (stop_) return;
-    absl::Status s = sync_now ? SyncInBackground() : ApplyBatch();
+    absl::Status s = sync_now ? SyncFileAndMark(/*release_lock=*/true) : ApplyBatch();
     if (!s.ok() && apply_error_.ok()) {
       UMAP_LOG(kError, "writing journaled transactions to ", file_->name(),
                " failed (they stay in the journal; retrying): ", s.ToString());
@@ -408,33 +409,10 @@ absl::Status JournalWriteBack::ApplyBatch() {
   applied_unsynced_.merge(applying_);
   applying_.clear();
   applier_busy_ = false;
-  if (applied_unsynced_bytes_ >= kApplierUnsyncedBytes) s = SyncInBackground();
+  if (applied_unsynced_bytes_ >= kApplierUnsyncedBytes) {
+    s = SyncFileAndMark(/*release_lock=*/true);
+  }
   return s;
-}
-
-absl::Status JournalWriteBack::SyncInBackground() {
-  applier_busy_ = true;
-  syncing_ = std::move(applied_unsynced_);
-  applied_unsynced_.clear();
-  applied_unsynced_bytes_ = 0;
-  apply_mu_.Unlock();
-  absl::Status s = file_->Sync();
-  if (s.ok()) UMAP_CRASH_POINT("apply.after_sync");
-  apply_mu_.Lock();
-  applier_busy_ = false;
-  if (!s.ok()) {
-    // The pages written since the last good fdatasync may be gone: written again by the
-    // next round. (ReadEvicted served them from syncing_ meanwhile, never the file.)
-    unapplied_.merge(syncing_);
-    syncing_.clear();
-    return s;
-  }
-  for (const auto& [lsn, t] : syncing_) {
-    to_mark_.push_back(lsn);
-    to_mark_bytes_ += Bytes(t);
-  }
-  syncing_.clear();
-  return MarkAppliedBatch(/*force=*/false);
 }
 
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
@@ -453,24 +431,36 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   }
   if (!sync_file && applied_unsynced_bytes_ < kMaxAppliedUnsyncedBytes) return absl::OkStatus();
   if (applied_unsynced_.empty()) return file_->Sync();
-  return SyncFileAndMark();
+  return SyncFileAndMark(/*release_lock=*/false);
 }
 
-absl::Status JournalWriteBack::SyncFileAndMark() {
-  if (absl::Status s = file_->Sync(); !s.ok()) {
+absl::Status JournalWriteBack::SyncFileAndMark(bool release_lock) {
+  // syncing_ keeps them readable (ReadEvicted) while the lock is released: a failed
+  // fdatasync may have dropped their pages.
+  syncing_ = std::move(applied_unsynced_);
+  applied_unsynced_.clear();
+  applied_unsynced_bytes_ = 0;
+  if (release_lock) {
+    applier_busy_ = true;
+    apply_mu_.Unlock();
+  }
+  absl::Status s = file_->Sync();
+  if (s.ok()) UMAP_CRASH_POINT("apply.after_sync");
+  if (release_lock) {
+    apply_mu_.Lock();
+    applier_busy_ = false;
+  }
+  if (!s.ok()) {
     // The pages written since the last good fdatasync may be gone: apply them again later.
-    unapplied_.merge(applied_unsynced_);
-    applied_unsynced_.clear();
-    applied_unsynced_bytes_ = 0;
+    unapplied_.merge(syncing_);
+    syncing_.clear();
     return s;
   }
-  UMAP_CRASH_POINT("apply.after_sync");
-  for (const auto& [lsn, t] : applied_unsynced_) {
+  for (const auto& [lsn, t] : syncing_) {
     to_mark_.push_back(lsn);
     to_mark_bytes_ += Bytes(t);
   }
-  applied_unsynced_.clear();
-  applied_unsynced_bytes_ = 0;
+  syncing_.clear();
   // The data is durable in the file; a failed mark only leaves records that a replay would
   // rewrite with the same bytes. They stay listed for the next batch.
   return MarkAppliedBatch(/*force=*/false);

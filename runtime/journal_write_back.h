@@ -172,12 +172,11 @@ class JournalWriteBack final : public WriteBack {
   // once 1 MiB is unsynced; when idle for kIdleSyncDelay it fdatasyncs the rest.
   void ApplierLoop();
   absl::Status ApplyBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
-  // The applier's fdatasync of what it wrote (applied_unsynced_, moved to syncing_), without
-  // holding apply_mu_; then the synced transactions are marked applied (batched).
-  absl::Status SyncInBackground() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   static constexpr absl::Duration kIdleSyncDelay = absl::Milliseconds(50);
-  // The file's fdatasync, then the synced transactions are marked applied (batched).
-  absl::Status SyncFileAndMark() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // The file's fdatasync of what was written (applied_unsynced_, moved to syncing_), then
+  // the synced transactions are marked applied (batched). `release_lock` (the applier):
+  // apply_mu_ is not held during the fdatasync.
+  absl::Status SyncFileAndMark(bool release_lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Payload bytes of unapplied_ and applying_ (a few dozen transactions at most).
   uint64_t Backlog() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
@@ -213,7 +212,7 @@ class JournalWriteBack final : public WriteBack {
   // defer_file_sync: the batch the applier is writing, outside apply_mu_ (read-only there;
   // ReadEvicted reads it under the lock). Older than everything in unapplied_.
   std::map<uint64_t, journal::Transaction> applying_ ABSL_GUARDED_BY(apply_mu_);
-  // The applier's fdatasync in progress covers these (written, unsynced); ReadEvicted reads
+  // The fdatasync in progress covers these (written, unsynced); ReadEvicted reads
   // them too, since a failed fdatasync may have dropped their pages.
   std::map<uint64_t, journal::Transaction> syncing_ ABSL_GUARDED_BY(apply_mu_);
   // True while the applier writes or syncs without the lock: nobody else writes the file.
