@@ -422,16 +422,22 @@ bool Harness::RecoverAndJudge(Iteration& it, Epoch& e, const Worker& worker, con
     it.rec.Violate("idempotence", "umap-recover status differs after a second recovery run");
   }
   const std::vector<Decoded> after = DecodeFile(it, *bytes1);
+  // With the deferral, acknowledged rounds may be only in the journal; a refused journal
+  // leaves the file alone to judge (oracle.h, CheckFileAlone).
+  const bool file_alone = refusal && it.defer_file_sync;
+  if (file_alone) it.rec.Describe("; the file judged alone (deferred, journal refused)");
+  auto judge = [&](const Model& m, const EpochEvents& events, uint64_t hi,
+                   const std::vector<Decoded>& before) {
+    std::vector<Violation> vs = file_alone ? CheckFileAlone(m, events, hi, after, before)
+                                           : Check(m, it.policy, events, hi, after, before);
+    for (Violation& v : vs) it.rec.violations.push_back(std::move(v));
+  };
   if (it.pending.has_value()) {
     const PendingCheck& p = *it.pending;
-    for (Violation& v : Check(p.model, it.policy, p.events, p.upto, after, p.pre)) {
-      it.rec.violations.push_back(std::move(v));
-    }
+    judge(p.model, p.events, p.upto, p.pre);
     it.pending.reset();
   } else {
-    for (Violation& v : Check(it.model, it.policy, ev, upto, after, crashed)) {
-      it.rec.violations.push_back(std::move(v));
-    }
+    judge(it.model, ev, upto, crashed);
   }
   if (it.rec.violations.size() > violations_before) {
     // The evidence in one word: a replay from the seed (--iteration) that reproduces this

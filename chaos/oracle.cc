@@ -119,4 +119,16 @@ std::vector<Violation> Check(const Model& model, Policy policy, const EpochEvent
   return out;
 }
 
+std::vector<Violation> CheckFileAlone(const Model& model, const EpochEvents& ev,
+                                      uint64_t writes_possible_upto,
+                                      const std::vector<Decoded>& after,
+                                      const std::vector<Decoded>& before) {
+  // Nothing acknowledged or known committed is owed: the relaxed policy then checks exactly
+  // "a written version, no torn block, no step back".
+  EpochEvents owed_nothing = ev;
+  owed_nothing.last_acked.reset();
+  owed_nothing.committed.reset();
+  return Check(model, Policy::kRelaxed, owed_nothing, writes_possible_upto, after, before);
+}
+
 }  // namespace chaos

@@ -80,6 +80,17 @@ std::vector<Violation> Check(const Model& model, Policy policy, const EpochEvent
                              uint64_t writes_possible_upto, const std::vector<Decoded>& after,
                              const std::vector<Decoded>& before);
 
+// Checks the file alone, when a run with the deferral (RuntimeOptions::defer_file_sync) had
+// its journal refused by recovery (a damaged committed record). Acknowledged rounds the
+// background applier had not written yet were held only by that journal, so the file owes
+// no round of this run: durability and prefix order are not judged. What still holds: every
+// block is at a version that was written to it (its base or a round of this run begun by
+// `writes_possible_upto`), none is torn, foreign or zeroed, and recovery moved none back.
+std::vector<Violation> CheckFileAlone(const Model& model, const EpochEvents& ev,
+                                      uint64_t writes_possible_upto,
+                                      const std::vector<Decoded>& after,
+                                      const std::vector<Decoded>& before);
+
 // The versions of `file` (every block kVersion), for the next run's base.
 std::vector<uint64_t> Versions(const std::vector<Decoded>& file);
 

@@ -339,12 +339,18 @@ WriteBackResult JournalWriteBack::AwaitBacklog() {
   // Only a round that ended while this commit waited counts: an older failure may be gone
   // (the commit woke the applier, which retries at once).
   const uint64_t seen = apply_rounds_;
-  while (!stop_ && Backlog() > kMaxBacklogBytes) {
-    if (!apply_error_.ok() && apply_rounds_ != seen) {
+  // While the file fails (the applier's last round did), every umsync waits for the next
+  // round and returns its error, as a synchronous apply would: the file then lags only the
+  // umsyncs acknowledged before the failure showed, not all those of the time it fails.
+  bool await_round = !apply_error_.ok();
+  while (!stop_) {
+    if (apply_rounds_ != seen) {
       // Durable in the journal, but the file is not taking writes (a full or failing disk):
-      // say so instead of growing the backlog in memory.
-      return {apply_error_, /*kept=*/true};
+      // say so instead of acknowledging more that only the journal holds.
+      if (!apply_error_.ok()) return {apply_error_, /*kept=*/true};
+      await_round = false;
     }
+    if (!await_round && Backlog() <= kMaxBacklogBytes) break;
     apply_cv_.Wait(&apply_mu_);
   }
   return {absl::OkStatus(), /*kept=*/true, /*applied=*/false};

@@ -28,9 +28,11 @@
 //                   and fdatasyncs after 1 MiB or 50 ms without a commit; the
 //                   journal keeps each transaction until that fdatasync returned. Committed
 //                   bytes not yet written are bounded (kMaxBacklogBytes): beyond it a commit
-//                   waits for the applier, or, while the applier is failing, returns its error
-//                   (the transaction kept). Drain (uunmap, runtime destruction, a checkpoint)
-//                   writes and syncs everything in the caller.
+//                   waits for the applier. While the file fails (the applier's last round
+//                   did), a commit waits for the next round and returns its error (the
+//                   transaction kept), so the file lags acknowledged umsyncs only by those
+//                   acknowledged before the failure showed. Drain (uunmap, runtime
+//                   destruction, a checkpoint) writes and syncs everything in the caller.
 // Committed images that are not yet applied stay readable through ReadEvicted, so that a
 // miss never reads a file block older than its committed version.
 #ifndef UMAP_RUNTIME_JOURNAL_WRITE_BACK_H_
@@ -152,7 +154,9 @@ class JournalWriteBack final : public WriteBack {
   // defer_file_sync: checked before each round of the applier (a partitioned-write
   // mapping's locks, GuardedWriteBack); a failure is the round's error. Set before the first
   // commit; must stay callable until this sink is destroyed.
-  void set_apply_guard(absl::AnyInvocable<absl::Status()> guard) { apply_guard_ = std::move(guard); }
+  void set_apply_guard(absl::AnyInvocable<absl::Status()> guard) {
+    apply_guard_ = std::move(guard);
+  }
 
   // Committed bytes the applier may have outstanding (not yet written to the file).
   static constexpr uint64_t kMaxBacklogBytes = 2ull << 20;
@@ -165,7 +169,8 @@ class JournalWriteBack final : public WriteBack {
   // defer_file_sync: hands the transaction to the applier).
   WriteBackResult CommitAndApply(absl::Span<const BlockImage> images, uint64_t first,
                               uint64_t end, bool sync_file);
-  // defer_file_sync: after a commit, waits while the backlog is over kMaxBacklogBytes.
+  // defer_file_sync: after a commit, waits while the backlog is over kMaxBacklogBytes, and
+  // while the file fails returns the error of the applier's next round.
   WriteBackResult AwaitBacklog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The applier thread's loop, and one round of it: takes every unapplied transaction,
   // writes them without holding apply_mu_ (ReadEvicted and commits go on), and fdatasyncs

@@ -34,10 +34,10 @@ struct RuntimeOptions {
   umap_policy policy = UMAP_POLICY_ATOMIC;
   umap_journal_mode journal_mode = UMAP_JOURNAL_DATA;
   // Data journal only: umsync returns once its transaction is committed (the journal's
-  // fdatasync) and written to the file, without the file's own fdatasync; the journal keeps
-  // the transaction until a later file sync (8 MiB of such writes, uunmap, a checkpoint)
-  // covers it. Crash-safe the same way (recovery replays it); the file alone, read without
-  // recovery after a crash, may lack acknowledged umsyncs. docs/durability.md.
+  // fdatasync); the mapping's applier thread writes it to the file and fdatasyncs later
+  // (JournalWriteBack), and the journal keeps it until that fdatasync (or uunmap's, a
+  // checkpoint's) covers it. Crash-safe the same way (recovery replays it); the file alone,
+  // read without recovery after a crash, may lack acknowledged umsyncs. docs/durability.md.
   bool defer_file_sync = false;
   size_t journal_staged_quota = size_t{1} << 30;
   umap_io_engine io_engine = UMAP_IO_AUTO;

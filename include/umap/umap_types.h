@@ -115,8 +115,9 @@ typedef struct umap_config {
   umap_coherence coherence;  /* of mappings made without options (umap(), umap_ex(), the
                                 preload library): AUTO, or a mode for all of them */
   int defer_file_sync;       /* 1: with a data journal, umsync returns once the journal holds
-                                its transaction and the file has been written, without waiting
-                                for the file's fdatasync (docs/durability.md, UMAP_DEFER_FILE_SYNC) */
+                                its transaction; a background thread per mapping writes it to
+                                the file and fdatasyncs later (docs/durability.md,
+                                UMAP_DEFER_FILE_SYNC) */
 } umap_config;
 
 typedef struct umap_stats {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,31 @@ TEST_F(OracleTest, AFailedRoundKnownCommittedIsAsDurableAsAnAcknowledgedOne) {
   EXPECT_TRUE(Has(CheckAtomic(ev, model_.StateAfter(1, 2)), "durability"));
   EXPECT_TRUE(CheckAtomic(ev, model_.StateAfter(1, 3)).empty());
   EXPECT_TRUE(CheckAtomic(ev, model_.StateAfter(1, 4)).empty());
+}
+
+TEST_F(OracleTest, AFileJudgedAloneMayLagAcknowledgedRoundsButNotHoldWhatWasNeverWritten) {
+  // Deferred file sync, journal refused: rounds 1..4 acknowledged, the applier wrote round 1
+  // and half of round 2 to the file before the kill.
+  const EpochEvents ev = Acked(4, 5);
+  std::vector<uint64_t> v = model_.StateAfter(1, 1);
+  v[RoundBlocks(kSeed, 2, kBlocks)[0]] = 2;
+  EXPECT_TRUE(Has(CheckAtomic(ev, v), "durability"));
+  EXPECT_TRUE(CheckFileAlone(model_, ev, 6, File(v), {}).empty());
+  EXPECT_TRUE(CheckFileAlone(model_, ev, 6, File(model_.StateAfter(1, 0)), {}).empty());
+  // Still flagged: a torn block, a version never written to that block, a step back.
+  std::vector<Decoded> torn = File(v);
+  torn[5].kind = Decoded::Kind::kTorn;
+  torn[5].why = "test";
+  EXPECT_TRUE(Has(CheckFileAlone(model_, ev, 6, torn, {}), "atomicity"));
+  uint64_t unwritten = 0;  // a block round 3 did not write
+  const std::vector<uint64_t>& r3 = RoundBlocks(kSeed, 3, kBlocks);
+  while (std::binary_search(r3.begin(), r3.end(), unwritten)) ++unwritten;
+  std::vector<uint64_t> foreign = v;
+  foreign[unwritten] = 3;
+  EXPECT_TRUE(Has(CheckFileAlone(model_, ev, 6, File(foreign), {}), "atomicity"));
+  EXPECT_TRUE(Has(CheckFileAlone(model_, ev, 6, File(model_.StateAfter(1, 0)),
+                                 File(model_.StateAfter(1, 1))),
+                  "monotonicity"));
 }
 
 }  // namespace
