@@ -30,20 +30,24 @@ uint64_t StableHash(const std::string& s) {
 
 uint64_t CgroupBoard::MaxMinShare(absl::Span<const uint64_t> demands, size_t me,
                                   uint64_t room) {
+  if (demands.empty()) return 0;
   // Water-filling: in order of demand, each takes min(demand, equal share of what is left).
   std::vector<size_t> order(demands.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return demands[a] != demands[b] ? demands[a] < demands[b] : a < b;
   });
-  uint64_t left = room;
+  uint64_t left = room, mine = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     const uint64_t equal = left / (order.size() - k);
     const uint64_t got = std::min(demands[order[k]], equal);
-    if (order[k] == me) return got;
+    if (order[k] == me) mine = got;
     left -= got;
   }
-  return 0;
+  // What no demand took is split equally: a demand is the next step, not a cap, so a
+  // runtime whose working set is still ahead of it grows at the fault path's pace, and the
+  // shares still add up to no more than the room.
+  return mine + left / demands.size();
 }
 
 absl::StatusOr<std::unique_ptr<CgroupBoard>> CgroupBoard::Join(const std::string& cgroup_id,

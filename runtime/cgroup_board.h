@@ -8,9 +8,12 @@
 // missing blocks it had before). The room for caches is the cgroup's limit less the margin
 // and less what is used outside the published caches; each runtime takes its max-min fair
 // share of it: runtimes asking less than an equal share get what they ask, the rest split
-// what remains equally. So a process that started late is never starved by one that
-// filled the cgroup first (it gains a step per period while the other gives one back), and
-// one that needs little leaves the rest to the others.
+// what remains equally, and what the demands leave of the room is split equally among all
+// (a demand is the next step a runtime asks for, not a cap: a runtime alone in its cgroup
+// may grow into all of the room at the fault path's pace, not a step per period). So a
+// process that started late is never starved by one that filled the cgroup first (it gains
+// a step per period while the other gives one back), and one that needs little leaves the
+// rest to the others.
 //
 // A slot is owned by one runtime (pid and a per-process sequence number, claimed by CAS)
 // and is free again when its owner clears it or its heartbeat is older than kStaleUs (a
@@ -54,7 +57,8 @@ class CgroupBoard {
 
   const std::string& path() const { return path_; }
 
-  // Max-min fair share of `room` for claimant `me` among `demands`.
+  // Max-min fair share of `room` for claimant `me` among `demands`, plus an equal part of
+  // what the demands leave of the room.
   static uint64_t MaxMinShare(absl::Span<const uint64_t> demands, size_t me, uint64_t room);
 
  private:

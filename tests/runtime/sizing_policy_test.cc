@@ -153,12 +153,20 @@ TEST(SplitCapacity, NobodyGainsLeavesQuantaUnassigned) {
   EXPECT_EQ(got[0] + got[1], 4u);
 }
 
-TEST(CgroupBoard, MaxMinShareGivesSmallDemandsInFullAndSplitsTheRest) {
+TEST(CgroupBoard, MaxMinShareGivesSmallDemandsInFullAndSplitsTheRestAndTheSurplus) {
   const std::vector<uint64_t> d = {10, 100, 100};
   EXPECT_EQ(CgroupBoard::MaxMinShare(d, 0, 90), 10u);
   EXPECT_EQ(CgroupBoard::MaxMinShare(d, 1, 90), 40u);
   EXPECT_EQ(CgroupBoard::MaxMinShare(d, 2, 90), 40u);
-  EXPECT_EQ(CgroupBoard::MaxMinShare(d, 1, 1000), 100u);
+  // Room the demands leave is split equally: 1000 - 210 = 790, a third each.
+  EXPECT_EQ(CgroupBoard::MaxMinShare(d, 0, 1000), 10u + 263u);
+  EXPECT_EQ(CgroupBoard::MaxMinShare(d, 1, 1000), 100u + 263u);
+  uint64_t total = 0;
+  for (size_t i = 0; i < d.size(); ++i) total += CgroupBoard::MaxMinShare(d, i, 1000);
+  EXPECT_LE(total, 1000u);
+  // Alone, a runtime may take all of the room whatever it asks.
+  const std::vector<uint64_t> one = {10};
+  EXPECT_EQ(CgroupBoard::MaxMinShare(one, 0, 1000), 1000u);
 }
 
 TEST(CgroupBoard, LateComerConvergesToAnEqualShare) {
