@@ -59,6 +59,10 @@ absl::StatusOr<std::unique_ptr<CacheSizer>> CacheSizer::Create(Runtime* rt,
   if (s->stop_fd_ < 0) return PosixError(errno, "eventfd for the cache sizer");
   s->pressure_fd_ = s->probe_->pressure_fd();
   const uint64_t now = StatsSegment::MonotonicMicros();
+  // The start first: the probe publishes the limit as this runtime's demand on the cgroup
+  // board, and the pool's structural maximum there would leave the other runtimes of the
+  // cgroup no room until the next period.
+  pool.set_limit(floor);
   s->ProbeMemory(now);
   const SizingPolicy::Output out =
       s->policy_.Step({now, floor, pool.capacity(), s->allowance_blocks_.load(), floor, false});

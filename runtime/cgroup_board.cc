@@ -1,6 +1,7 @@
 #include "runtime/cgroup_board.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
+#include "base/status_macros.h"
 #include "runtime/stats_segment.h"
 
 namespace umap::runtime {
@@ -50,12 +52,36 @@ uint64_t CgroupBoard::MaxMinShare(absl::Span<const uint64_t> demands, size_t me,
   return mine + left / demands.size();
 }
 
+absl::StatusOr<int> CgroupBoard::OpenLocked(const std::string& path) {
+  // Every member holds a shared lock on the file for as long as it is on the board; the
+  // last one to leave takes the exclusive lock and removes the file. A file removed between
+  // this open and this lock has no links left: open again (a new file).
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return PosixError(errno, absl::StrCat("opening the cgroup board ", path));
+    if (::flock(fd, LOCK_SH) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return PosixError(err, absl::StrCat("locking the cgroup board ", path));
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return PosixError(err, absl::StrCat("fstat of the cgroup board ", path));
+    }
+    if (st.st_nlink > 0) return fd;
+    ::close(fd);
+  }
+  return PosixError(EAGAIN, absl::StrCat("the cgroup board ", path,
+                                         " was removed under every attempt to join it"));
+}
+
 absl::StatusOr<std::unique_ptr<CgroupBoard>> CgroupBoard::Join(const std::string& cgroup_id,
                                                                const std::string& dir) {
   const std::string path = absl::StrCat(dir, "/umap-board.", ::geteuid(), ".",
                                         absl::Hex(StableHash(cgroup_id), absl::kZeroPad16));
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return PosixError(errno, absl::StrCat("opening the cgroup board ", path));
+  ASSIGN_OR_RETURN(const int fd, OpenLocked(path));
   struct stat st;
   if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
     ::close(fd);
@@ -68,15 +94,18 @@ absl::StatusOr<std::unique_ptr<CgroupBoard>> CgroupBoard::Join(const std::string
     return PosixError(err, absl::StrCat("sizing the cgroup board ", path));
   }
   void* p = ::mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) return PosixError(err, absl::StrCat("mapping the cgroup board ", path));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return PosixError(err, absl::StrCat("mapping the cgroup board ", path));
+  }
   auto* l = static_cast<Layout*>(p);
   // A new file is all zeros, and every field's zero is its initial state; the magic only
   // tells a foreign file apart.
   if (l->magic[0] == 0) std::memcpy(l->magic, kMagic, sizeof kMagic);
   if (std::memcmp(l->magic, kMagic, sizeof kMagic) != 0) {
     ::munmap(p, sizeof(Layout));
+    ::close(fd);
     return PosixError(EINVAL, absl::StrCat(path, " is not a umap cgroup board"));
   }
   static std::atomic<uint32_t> seq{0};
@@ -92,9 +121,10 @@ absl::StatusOr<std::unique_ptr<CgroupBoard>> CgroupBoard::Join(const std::string
     s.heartbeat_us.store(now, std::memory_order_relaxed);
     s.held.store(0, std::memory_order_relaxed);
     s.demand.store(0, std::memory_order_relaxed);
-    return std::unique_ptr<CgroupBoard>(new CgroupBoard(path, l, i, owner));
+    return std::unique_ptr<CgroupBoard>(new CgroupBoard(path, fd, l, i, owner));
   }
   ::munmap(p, sizeof(Layout));
+  ::close(fd);
   return PosixError(EBUSY, absl::StrCat("all ", kSlots, " slots of ", path, " are taken"));
 }
 
@@ -102,6 +132,11 @@ CgroupBoard::~CgroupBoard() {
   uint64_t me = owner_;
   layout_->slot[slot_].owner.compare_exchange_strong(me, 0, std::memory_order_acq_rel);
   ::munmap(layout_, sizeof(Layout));
+  // The last member out removes the file (no other holds its shared lock: the members that
+  // were killed released theirs with their descriptors), so boards of finished jobs do not
+  // pile up in /dev/shm. A removal that fails leaves a file the next job reuses.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) (void)::unlink(path_.c_str());
+  ::close(fd_);
 }
 
 CgroupBoard::View CgroupBoard::Publish(uint64_t held, uint64_t demand, uint64_t now_us,

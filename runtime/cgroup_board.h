@@ -18,7 +18,9 @@
 // A slot is owned by one runtime (pid and a per-process sequence number, claimed by CAS)
 // and is free again when its owner clears it or its heartbeat is older than kStaleUs (a
 // process that was killed). Runtimes of other users cannot open the file (mode 0600, its
-// owner is checked): they are seen only through the cgroup's usage.
+// owner is checked): they are seen only through the cgroup's usage. Every member holds a
+// shared flock on the file; the last to leave (the only one that gets the exclusive lock)
+// removes it, so finished jobs leave no boards behind.
 #ifndef UMAP_RUNTIME_CGROUP_BOARD_H_
 #define UMAP_RUNTIME_CGROUP_BOARD_H_
 
@@ -74,10 +76,13 @@ class CgroupBoard {
     uint32_t slots;
     Slot slot[kSlots];
   };
-  CgroupBoard(std::string path, Layout* layout, int slot, uint64_t owner)
-      : path_(std::move(path)), layout_(layout), slot_(slot), owner_(owner) {}
+  CgroupBoard(std::string path, int fd, Layout* layout, int slot, uint64_t owner)
+      : path_(std::move(path)), fd_(fd), layout_(layout), slot_(slot), owner_(owner) {}
+  // Opens (creating) the file at `path` and takes the shared lock every member holds.
+  static absl::StatusOr<int> OpenLocked(const std::string& path);
 
   const std::string path_;
+  const int fd_;  // open for the board's life, holding a shared flock
   Layout* const layout_;
   const int slot_;
   const uint64_t owner_;

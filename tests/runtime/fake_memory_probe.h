@@ -28,6 +28,12 @@ class FakeMemoryProbe final : public runtime::MemoryProbe {
     sample_.used = used;
     sample_.available = limit > used ? limit - used : 0;
   }
+  // The figures become a memory cgroup's, whose id (the runtimes' cgroup board key) is `id`.
+  void InCgroup(const std::string& id) {
+    absl::MutexLock l(&mu_);
+    sample_.cgroup_limited = true;
+    cgroup_id_ = id;
+  }
   // One pressure event, as a PSI trigger would report.
   void Pressure() {
     uint64_t one = 1;
@@ -49,13 +55,17 @@ class FakeMemoryProbe final : public runtime::MemoryProbe {
     return ::read(efd_, &n, sizeof n) == sizeof n && n > 0;
   }
   std::string Describe() const override { return "fake memory probe"; }
-  std::string cgroup_id() const override { return ""; }
+  std::string cgroup_id() const override {
+    absl::MutexLock l(&mu_);
+    return cgroup_id_;
+  }
 
  private:
   const int efd_;
   mutable absl::Mutex mu_;
   runtime::MemorySample sample_ ABSL_GUARDED_BY(mu_);
   int samples_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string cgroup_id_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace umap::testing

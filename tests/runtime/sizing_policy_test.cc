@@ -3,7 +3,10 @@
 #include "runtime/sizing_policy.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <string>
 #include <vector>
 
 #include "runtime/capacity_split.h"
@@ -190,6 +193,40 @@ TEST(CgroupBoard, LateComerConvergesToAnEqualShare) {
   }
   EXPECT_NEAR(static_cast<double>(ha), 500, 20);
   EXPECT_NEAR(static_cast<double>(hb), 500, 20);
+}
+
+TEST(CgroupBoard, TheLastMemberToLeaveRemovesTheFileAndAKilledOneDoesNotKeepIt) {
+  umaptest::TempDir dir;
+  auto a = CgroupBoard::Join("/test/cg3", dir.path());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string path = (*a)->path();
+  // A member that is killed: it never leaves, its slot stays until stale.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto k = CgroupBoard::Join("/test/cg3", dir.path());
+    ::_exit(k.ok() ? 0 : 1);  // no destructor: as a SIGKILL would leave it
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto b = CgroupBoard::Join("/test/cg3", dir.path());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->path(), path);
+  EXPECT_EQ((*b)->Publish(0, 0, StatsSegment::MonotonicMicros(), [](uint64_t) { return 0; })
+                .runtimes,
+            3u)
+      << "the killed member's slot is live until stale";
+  a->reset();
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0) << "b is still on the board";
+  b->reset();
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the last member out removed " << path;
+  // A later job starts a new board under the same name.
+  auto c = CgroupBoard::Join("/test/cg3", dir.path());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->Publish(0, 0, StatsSegment::MonotonicMicros(), [](uint64_t) { return 0; })
+                .runtimes,
+            1u);
 }
 
 TEST(CgroupBoard, StaleSlotsAreIgnoredAndReclaimed) {
