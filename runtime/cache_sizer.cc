@@ -236,6 +236,7 @@ bool CacheSizer::Tick(uint64_t now_us, bool pressure_event) {
   }
   if (out.limit < pool.limit()) pool.set_limit(out.limit);
   ceiling_.store(out.ceiling, std::memory_order_relaxed);
+  rt_->UpdateReadCap();
   if (pool.held() > pool.limit()) {
     uint32_t freed = 0;
     rt_->WhileMappingsPinned([&] { freed = rt_->ShrinkPool(options_.shrink_per_tick); });

@@ -474,7 +474,18 @@ uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
                       EvictBatchSize(), max_blocks);
 }
 
+void Runtime::UpdateReadCap() {
+  io_->SetReadCap(std::max<size_t>(io_->options().max_io_bytes,
+                                   size_t{pool_.limit()} * geo_.block_size / 2));
+}
+
 absl::Status Runtime::StartSizing() {
+  absl::Status s = StartSizingPolicy();
+  if (s.ok()) UpdateReadCap();
+  return s;
+}
+
+absl::Status Runtime::StartSizingPolicy() {
   std::shared_ptr<MemoryProbe> probe = options_.memory_probe;
   if (!options_.lazy_sizing && options_.cache_bytes != 0) return absl::OkStatus();  // fixed
   // Without lazy sizing the budget is read once: no pressure trigger.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -75,10 +76,9 @@ class IoManager::UringChannel {
     slots_.resize(depth);
     pub_.reset(new PublishedIo[depth]);
     slots_count_ = depth;
-    free_.reserve(depth);
     for (unsigned i = 0; i < depth; ++i) {
       slots_[i].buf = buffers_ + i * m_->options_.max_io_bytes;
-      free_.push_back(i);
+      free_[i / 64] |= uint64_t{1} << (i % 64);
     }
     return absl::OkStatus();
   }
@@ -147,7 +147,17 @@ class IoManager::UringChannel {
   bool ring_ok_ = false;
   int efd_ = -1;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
-  std::vector<unsigned> free_ ABSL_GUARDED_BY(mu_);
+  // The lowest free slot is taken first (LowestFree), so that the buffers touched are the
+  // first ones, as few as the reads in flight need.
+  int LowestFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (unsigned w = 0; w < kFreeWords; ++w) {
+      if (free_[w] != 0) return static_cast<int>(w * 64 + std::countr_zero(free_[w]));
+    }
+    return -1;
+  }
+  bool any_free() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return LowestFree() >= 0; }
+  static constexpr unsigned kFreeWords = 256 / 64;  // depth <= 256 (Create checks)
+  uint64_t free_[kFreeWords] ABSL_GUARDED_BY(mu_) = {};
   unsigned busy_ ABSL_GUARDED_BY(mu_) = 0;  // slots in state kBusy or kAbandoned
   std::atomic<unsigned> busy_count_{0};     // busy_, readable by the watchdog
   unsigned slots_count_ = 0;                // const after Init
@@ -170,9 +180,15 @@ void IoManager::UringChannel::CollectInFlight(InFlight* out) const {
 
 void IoManager::UringChannel::Issue() {
   const uint64_t bs = m_->options_.block_size;
-  while (!free_.empty()) {
+  for (;;) {
+    const int i = LowestFree();
+    if (i < 0) return;
+    // Past the large-read slots (SetReadCap), only short reads: the buffer memory of a
+    // small cache's reads stays near its cap.
+    const uint32_t max_blocks =
+        static_cast<unsigned>(i) < m_->large_read_slots() ? m_->max_blocks_ : m_->short_blocks_;
     Run r;
-    if (!m_->sched_.Next(m_->max_blocks_, m_->Now(), IoScheduler::Taker::kAsync, &r)) return;
+    if (!m_->sched_.Next(max_blocks, m_->Now(), IoScheduler::Taker::kAsync, &r)) return;
     QueueState* qs = m_->StateOf(r.queue);
     if (qs->closing.load(std::memory_order_acquire)) {
       m_->Fail(r, absl::CancelledError("mapping is being removed"));
@@ -194,8 +210,7 @@ void IoManager::UringChannel::Issue() {
       m_->sched_.Requeue(r, m_->Now() + 1000);  // the ring is full: the next pump issues it
       return;
     }
-    const unsigned i = free_.back();
-    free_.pop_back();
+    free_[i / 64] &= ~(uint64_t{1} << (i % 64));
     Slot& s = slots_[i];
     s.state = kBusy;
     s.run = r;
@@ -219,7 +234,7 @@ void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
   pub_[tag].Clear();
   --busy_;
   busy_count_.store(busy_, std::memory_order_relaxed);
-  free_.push_back(static_cast<unsigned>(tag));
+  free_[tag / 64] |= uint64_t{1} << (tag % 64);
   // An abandoned attempt was retried or failed already: its late result is dropped.
   QueueState* qs = m_->StateOf(s.run.queue);
   if (state == kBusy) m_->Finish(s.run, s.buf, cqe->res);
@@ -262,7 +277,7 @@ int IoManager::UringChannel::Pump() {
   Issue();
   SubmitChecked();
   // Work this channel had no slot for goes to the others.
-  if (free_.empty() && m_->sched_.backlog() > 0) m_->WakeChannels(this);
+  if (!any_free() && m_->sched_.backlog() > 0) m_->WakeChannels(this);
   uint64_t wake_at = m_->sched_.earliest_due_us();
   for (const Slot& sl : slots_) {
     if (sl.state == kBusy) {
@@ -365,6 +380,9 @@ IoManager::IoManager(const IoOptions& options, Env* env, Engine engine)
       env_(env),
       engine_(engine),
       max_blocks_(static_cast<uint32_t>(options.max_io_bytes / options.block_size)),
+      short_blocks_(static_cast<uint32_t>(std::clamp<size_t>(
+          kShortReadBytes / options.block_size, 1, options.max_io_bytes / options.block_size))),
+      large_slots_(options.depth),
       sched_(options.cache_blocks, options.max_queues),
       writer_(WriteEngineOptions{engine == Engine::kUring, options.depth, options.max_io_bytes,
                                  options.timeout_us},
@@ -380,6 +398,18 @@ size_t IoManager::UnrealizedBufferBytes() const {
   size_t absent = 0;
   for (unsigned char v : vec) absent += (v & 1) ? 0 : 1;
   return absent * page;
+}
+
+void IoManager::SetReadCap(size_t bytes) {
+  const unsigned depth = options_.depth;
+  if (bytes == 0) {
+    large_slots_.store(depth, std::memory_order_relaxed);
+    return;
+  }
+  const size_t per_channel = bytes / std::max<size_t>(1, uring_.size());
+  large_slots_.store(
+      static_cast<unsigned>(std::clamp<size_t>(per_channel / options_.max_io_bytes, 1, depth)),
+      std::memory_order_relaxed);
 }
 
 absl::Status IoManager::Start() {

@@ -168,6 +168,19 @@ class IoManager {
   // Bytes of the channels' read buffers that are not resident yet (mincore): memory the
   // manager may still take as reads use more slots (the memory budget counts it).
   size_t UnrealizedBufferBytes() const;
+  // And those that are resident.
+  size_t ResidentBufferBytes() const { return buffers_len_ - UnrealizedBufferBytes(); }
+  // Bounds the read buffers the io_uring channels touch to about `bytes` (0: no bound but
+  // the slots, depth x max_io_bytes a channel). Each channel takes its lowest free slot
+  // first; its first max(1, bytes / channels / max_io_bytes) slots take merged reads of up
+  // to max_io_bytes, the others only short ones (kShortReadBytes), so the queue depth stays
+  // (small reads still go in parallel) while the memory of large reads is capped. The
+  // runtime sets it to half the cache's limit (Runtime::UpdateReadCap). Any thread; takes
+  // effect at the channels' next pump.
+  static constexpr size_t kShortReadBytes = 64 << 10;
+  void SetReadCap(size_t bytes);
+  // Slots per channel that take reads of up to max_io_bytes (depth: all).
+  unsigned large_read_slots() const { return large_slots_.load(std::memory_order_relaxed); }
 
  private:
   struct QueueState;
@@ -211,6 +224,8 @@ class IoManager {
   Env* const env_;
   const Engine engine_;
   const uint32_t max_blocks_;
+  const uint32_t short_blocks_;              // kShortReadBytes in blocks (at least 1)
+  std::atomic<unsigned> large_slots_;        // SetReadCap: per channel; depth by default
   IoScheduler sched_;
   IoCounters counters_;
   std::atomic<bool> stop_{false};

@@ -73,10 +73,11 @@ class FakeMapping : public IoFileClient {
   }
   int fallbacks() const { return fallbacks_.load(); }
 
-  // Claims `block` on `cache_block` and submits it, as a fault handler does.
-  void Fill(IoManager* m, uint64_t block, uint32_t cache_block) {
+  // Claims `block` on `cache_block` and submits it, as a fault handler does (`kick` false:
+  // queued only, until IoManager::Kick).
+  void Fill(IoManager* m, uint64_t block, uint32_t cache_block, bool kick = true) {
     cb_[block].store(cache_block);
-    m->Submit(queue_, block, cache_block);
+    m->Submit(queue_, block, cache_block, kick);
   }
   void WaitDone(uint64_t n) {
     for (uint64_t d = done_count_.load(); d < n; d = done_count_.load()) done_count_.wait(d);

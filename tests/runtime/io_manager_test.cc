@@ -109,6 +109,51 @@ TEST_P(IoManagerBytesTest, MergedReadsDeliverExactlyTheRightBytes) {
   for (auto& f : files) (*m)->RemoveQueue(f->queue());
 }
 
+// SetReadCap: a channel's slots past the cap's share take only short reads, so the read
+// buffers touched stay near the cap however many reads are in flight at once; without a cap
+// every slot takes a whole merged read. 16 runs of 512 KiB queued at once on one channel of
+// depth 16: one pass of the channel issues all of them.
+TEST(IoManagerReadCap, SlotsPastTheCapTakeOnlyShortReadsSoTheBuffersStayNearIt) {
+  constexpr uint64_t kRunBlocks = 128, kRuns = 16, kBlocks = 2 * kRuns * kRunBlocks;
+  for (const bool capped : {false, true}) {
+    SCOPED_TRACE(capped ? "read cap 1 MiB" : "no read cap");
+    TempDir dir;
+    IoOptions o = ChannelOptions(Engine::kUring, 1, 16, kBlocks);
+    o.max_io_bytes = kRunBlocks * kBlock;
+    auto m = IoManager::Create(o, Env::Default());
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ((*m)->engine(), Engine::kUring);
+    if (capped) (*m)->SetReadCap(size_t{1} << 20);
+    EXPECT_EQ((*m)->large_read_slots(), capped ? 2u : 16u);
+    const int fd = MakePatternFile(dir.File("f"), kBlocks * kBlock);
+    ASSERT_GE(fd, 0);
+    auto file = Env::Default()->AdoptFd(fd, OpenMode::kReadOnly);
+    ::close(fd);
+    ASSERT_TRUE(file.ok());
+    FakeMapping f(*std::move(file), kBlocks, kBlocks * kBlock);
+    f.Attach(m->get());
+    uint32_t cb = 0;
+    for (uint64_t r = 0; r < kRuns; ++r) {  // runs with a gap between them: never merged
+      for (uint64_t b = 0; b < kRunBlocks; ++b) f.Fill(m->get(), 2 * r * kRunBlocks + b, cb++, false);
+    }
+    (*m)->Kick();
+    f.WaitDone(kRuns * kRunBlocks);
+    for (uint64_t r = 0; r < kRuns; ++r) {
+      for (uint64_t b = 0; b < kRunBlocks; ++b) {
+        ASSERT_TRUE(f.BlockHasItsBytes(2 * r * kRunBlocks + b)) << "run " << r << " block " << b;
+      }
+    }
+    const size_t resident = (*m)->ResidentBufferBytes();
+    if (capped) {
+      // 2 slots of 512 KiB, 14 of 64 KiB: 1.875 MiB.
+      EXPECT_LE(resident, 2 * o.max_io_bytes + 14 * IoManager::kShortReadBytes);
+    } else {
+      EXPECT_GE(resident, 8 * o.max_io_bytes) << "16 whole runs were in flight at once";
+    }
+    (*m)->RemoveQueue(f.queue());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Engines, IoManagerBytesTest,
     ::testing::Values(Case{Engine::kUring, "random"}, Case{Engine::kUring, "sequential"},
