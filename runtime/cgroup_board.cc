@@ -1,5 +1,6 @@
 #include "runtime/cgroup_board.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -77,8 +79,31 @@ absl::StatusOr<int> CgroupBoard::OpenLocked(const std::string& path) {
                                          " was removed under every attempt to join it"));
 }
 
+void CgroupBoard::RemoveAbandoned(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const std::string prefix = absl::StrCat("umap-board.", ::geteuid(), ".");
+  while (dirent* e = ::readdir(d)) {
+    if (std::string_view(e->d_name).substr(0, prefix.size()) != prefix) continue;
+    const std::string path = absl::StrCat(dir, "/", e->d_name);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st;
+    // Only this user's regular files; the exclusive lock only while no member holds its
+    // shared one (a joiner that opened it meanwhile finds it unlinked and opens again).
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      (void)::unlink(path.c_str());
+    }
+    ::close(fd);
+  }
+  ::closedir(d);
+}
+
 absl::StatusOr<std::unique_ptr<CgroupBoard>> CgroupBoard::Join(const std::string& cgroup_id,
                                                                const std::string& dir) {
+  // Boards whose last member was killed (it never left): nobody holds their lock.
+  RemoveAbandoned(dir);
   const std::string path = absl::StrCat(dir, "/umap-board.", ::geteuid(), ".",
                                         absl::Hex(StableHash(cgroup_id), absl::kZeroPad16));
   ASSIGN_OR_RETURN(const int fd, OpenLocked(path));

@@ -20,7 +20,8 @@
 // process that was killed). Runtimes of other users cannot open the file (mode 0600, its
 // owner is checked): they are seen only through the cgroup's usage. Every member holds a
 // shared flock on the file; the last to leave (the only one that gets the exclusive lock)
-// removes it, so finished jobs leave no boards behind.
+// removes it, so finished jobs leave no boards behind; a board whose last member was killed
+// is removed by the next Join of this user (RemoveAbandoned).
 #ifndef UMAP_RUNTIME_CGROUP_BOARD_H_
 #define UMAP_RUNTIME_CGROUP_BOARD_H_
 
@@ -78,6 +79,9 @@ class CgroupBoard {
   };
   CgroupBoard(std::string path, int fd, Layout* layout, int slot, uint64_t owner)
       : path_(std::move(path)), fd_(fd), layout_(layout), slot_(slot), owner_(owner) {}
+  // Removes this user's boards in `dir` that no member holds (their last member was
+  // killed, so it never removed them).
+  static void RemoveAbandoned(const std::string& dir);
   // Opens (creating) the file at `path` and takes the shared lock every member holds.
   static absl::StatusOr<int> OpenLocked(const std::string& path);
 

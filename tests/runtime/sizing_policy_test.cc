@@ -221,6 +221,27 @@ TEST(CgroupBoard, TheLastMemberToLeaveRemovesTheFileAndAKilledOneDoesNotKeepIt) 
   EXPECT_EQ(::access(path.c_str(), F_OK), 0) << "b is still on the board";
   b->reset();
   EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the last member out removed " << path;
+  // The last member killed: the next Join of this user, of any cgroup, removes the board.
+  std::string abandoned;
+  {
+    auto named = CgroupBoard::Join("/test/cg4", dir.path());
+    ASSERT_TRUE(named.ok()) << named.status();
+    abandoned = (*named)->path();
+  }
+  const pid_t last = ::fork();
+  ASSERT_GE(last, 0);
+  if (last == 0) {
+    auto k = CgroupBoard::Join("/test/cg4", dir.path());
+    ::_exit(k.ok() ? 0 : 1);
+  }
+  ASSERT_EQ(::waitpid(last, &status, 0), last);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(::access(abandoned.c_str(), F_OK), 0) << "its last member never left";
+  auto other = CgroupBoard::Join("/test/cg5", dir.path());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(::access(abandoned.c_str(), F_OK), 0) << "removed by the next Join";
+  EXPECT_EQ(::access((*other)->path().c_str(), F_OK), 0);
+  other->reset();
   // A later job starts a new board under the same name.
   auto c = CgroupBoard::Join("/test/cg3", dir.path());
   ASSERT_TRUE(c.ok()) << c.status();
