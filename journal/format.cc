@@ -243,6 +243,13 @@ std::string TxnPayloadKey(uint64_t lsn, uint64_t block) {
 
 std::string EncodeTxnPayload(absl::string_view data) { return EncodeBlockImage(data); }
 
+std::string TxnPayloadHeader(uint32_t crc, size_t length) {
+  std::string v;
+  PutFixed32(&v, crc);
+  PutFixed32(&v, static_cast<uint32_t>(length));
+  return v;
+}
+
 absl::StatusOr<TxnPayload> DecodeTxnPayload(absl::string_view key, absl::string_view value) {
   constexpr absl::string_view kWhat = "payload";
   TxnPayload r;

@@ -115,6 +115,10 @@ struct TxnPayload {
 };
 std::string TxnPayloadKey(uint64_t lsn, uint64_t block);
 std::string EncodeTxnPayload(absl::string_view data);
+// The first 8 bytes of EncodeTxnPayload(data) when `crc` is data's CRC32C: a commit writes
+// them and the image as two parts of one value, with no copy of the image and no second
+// CRC.
+std::string TxnPayloadHeader(uint32_t crc, size_t length);
 absl::StatusOr<TxnPayload> DecodeTxnPayload(absl::string_view key, absl::string_view value);
 
 // ---- 'T': transaction header -------------------------------------------------------------

@@ -816,7 +816,12 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   batch.Put(ToSlice(header_key), ToSlice(header_value));
   if (txn.contents == Contents::kData) {
     for (const CommittedBlock& cb : out) {
-      batch.Put(ToSlice(TxnPayloadKey(txn.lsn, cb.block)), ToSlice(EncodeTxnPayload(cb.data)));
+      // EncodeTxnPayload's bytes, from the CRC computed above and the image in place.
+      const std::string key = TxnPayloadKey(txn.lsn, cb.block);
+      const std::string head = TxnPayloadHeader(cb.crc, cb.data.size());
+      const rocksdb::Slice key_part = ToSlice(key);
+      const rocksdb::Slice value_parts[2] = {ToSlice(head), ToSlice(cb.data)};
+      batch.Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
     }
   }
   for (uint64_t b : staged_to_delete) batch.Delete(ToSlice(StagedKey(mapping_id, b)));

@@ -115,6 +115,8 @@ RC_GTEST_PROP(JournalFormat, PayloadRoundTrips, (uint64_t lsn, uint64_t block)) 
   RC_ASSERT(d->data == data);
   RC_ASSERT(d->crc == crc32c::Value(data.data(), data.size()));
   CheckDamageIsDataLoss(k, v, Wrap(&DecodeTxnPayload), false);
+  // What a commit writes in two parts (header, then the image in place) is the same value.
+  RC_ASSERT(TxnPayloadHeader(crc32c::Value(data.data(), data.size()), data.size()) + data == v);
 }
 
 RC_GTEST_PROP(JournalFormat, TxnHeaderRoundTrips, (uint64_t lsn, uint64_t mapping, bool intent)) {
