@@ -82,11 +82,16 @@ bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 // crc | length | image. The length is explicit because a CRC alone misses some truncations:
 // after the image bytes FF FF FF FF the CRC32C register is zero, and zero bytes appended
 // to it leave the CRC unchanged.
-std::string EncodeBlockImage(absl::string_view data) {
+// A block image value: CRC32C and length (fixed32 each), then the bytes.
+std::string BlockImageHeader(uint32_t crc, size_t length) {
   std::string v;
-  v.reserve(8 + data.size());
-  PutFixed32(&v, crc32c::Value(data.data(), data.size()));
-  PutFixed32(&v, static_cast<uint32_t>(data.size()));
+  PutFixed32(&v, crc);
+  PutFixed32(&v, static_cast<uint32_t>(length));
+  return v;
+}
+
+std::string EncodeBlockImage(absl::string_view data) {
+  std::string v = BlockImageHeader(crc32c::Value(data.data(), data.size()), data.size());
   v.append(data.data(), data.size());
   return v;
 }
@@ -244,10 +249,7 @@ std::string TxnPayloadKey(uint64_t lsn, uint64_t block) {
 std::string EncodeTxnPayload(absl::string_view data) { return EncodeBlockImage(data); }
 
 std::string TxnPayloadHeader(uint32_t crc, size_t length) {
-  std::string v;
-  PutFixed32(&v, crc);
-  PutFixed32(&v, static_cast<uint32_t>(length));
-  return v;
+  return BlockImageHeader(crc, length);
 }
 
 absl::StatusOr<TxnPayload> DecodeTxnPayload(absl::string_view key, absl::string_view value) {

@@ -72,7 +72,19 @@ absl::StatusOr<int> CgroupBoard::OpenLocked(const std::string& path) {
       ::close(fd);
       return PosixError(err, absl::StrCat("fstat of the cgroup board ", path));
     }
-    if (st.st_nlink > 0) return fd;
+    if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+      ::close(fd);
+      return PosixError(EPERM, absl::StrCat(path, " is not this user's private file"));
+    }
+    if (st.st_nlink > 0) {
+      if (static_cast<size_t>(st.st_size) < sizeof(Layout) &&
+          ::ftruncate(fd, static_cast<off_t>(sizeof(Layout))) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return PosixError(err, absl::StrCat("sizing the cgroup board ", path));
+      }
+      return fd;
+    }
     ::close(fd);
   }
   return PosixError(EAGAIN, absl::StrCat("the cgroup board ", path,
@@ -107,17 +119,6 @@ absl::StatusOr<std::unique_ptr<CgroupBoard>> CgroupBoard::Join(const std::string
   const std::string path = absl::StrCat(dir, "/umap-board.", ::geteuid(), ".",
                                         absl::Hex(StableHash(cgroup_id), absl::kZeroPad16));
   ASSIGN_OR_RETURN(const int fd, OpenLocked(path));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
-    ::close(fd);
-    return PosixError(EPERM, absl::StrCat(path, " is not this user's private file"));
-  }
-  if (static_cast<size_t>(st.st_size) < sizeof(Layout) &&
-      ::ftruncate(fd, static_cast<off_t>(sizeof(Layout))) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return PosixError(err, absl::StrCat("sizing the cgroup board ", path));
-  }
   void* p = ::mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     const int err = errno;

@@ -82,7 +82,8 @@ class CgroupBoard {
   // Removes this user's boards in `dir` that no member holds (their last member was
   // killed, so it never removed them).
   static void RemoveAbandoned(const std::string& dir);
-  // Opens (creating) the file at `path` and takes the shared lock every member holds.
+  // Opens (creating) the file at `path`, takes the shared lock every member holds, checks
+  // that it is this user's private file and sizes it for the layout.
   static absl::StatusOr<int> OpenLocked(const std::string& path);
 
   const std::string path_;

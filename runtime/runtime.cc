@@ -195,6 +195,9 @@ absl::Status Runtime::StartMachinery() {
     }
     sizing_started_ = true;
   }
+  // Every start, a resume's too: its I/O manager is new (a fixed cache's limit never moves
+  // again, and the sizer's next tick is up to 10 ms away).
+  UpdateReadCap();
   stop_.store(false, std::memory_order_release);
   if (!signal_mode_) {
     if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
@@ -480,12 +483,6 @@ void Runtime::UpdateReadCap() {
 }
 
 absl::Status Runtime::StartSizing() {
-  absl::Status s = StartSizingPolicy();
-  if (s.ok()) UpdateReadCap();
-  return s;
-}
-
-absl::Status Runtime::StartSizingPolicy() {
   std::shared_ptr<MemoryProbe> probe = options_.memory_probe;
   if (!options_.lazy_sizing && options_.cache_bytes != 0) return absl::OkStatus();  // fixed
   // Without lazy sizing the budget is read once: no pressure trigger.

@@ -211,8 +211,8 @@ class Runtime {
     return std::min<uint32_t>(prefetch_blocks_, pool_.limit() / 4);
   }
   // Bounds the reads in flight to half the cache's limit (at least one largest read), so a
-  // small cache's read buffers stay small (io::IoManager::SetReadCap). At start, and from
-  // the sizer as the limit moves.
+  // small cache's read buffers stay small (io::IoManager::SetReadCap). At every start of
+  // the machinery (a resume makes a new I/O manager), and from the sizer as the limit moves.
   void UpdateReadCap();
   // The errno of the most recent failed write-back of evicted blocks (0: none yet).
   void NoteWriteBackError(int err) { last_writeback_errno_.store(err, std::memory_order_relaxed); }
@@ -276,9 +276,8 @@ class Runtime {
   // Victims per eviction batch: up to 32, fewer in a small cache so that a batch never
   // empties a large part of it.
   int EvictBatchSize() const;
-  // Sets the pool's first limit and starts lazy sizing (when on), then the read cap.
+  // Sets the pool's first limit and starts lazy sizing (when on).
   absl::Status StartSizing();
-  absl::Status StartSizingPolicy();
   // Waits until no fault handler (a handler thread, or a thread in its SIGBUS handler) can
   // still hold a pointer to a mapping whose slot was cleared before the call.
   void WaitForHandlers() { mapping_srcu_.Synchronize(); }
