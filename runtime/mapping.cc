@@ -828,7 +828,13 @@ bool Mapping::PrepareEvict(uint64_t block, uint32_t cache_block, EvictionBatch* 
     ++batch->count;
     return true;
   }
-  if (!e.present() || e.cache_block() != cache_block || InSync(block)) {
+  // In a umsync's range, a block it captured (kSyncing) stays until the umsync's outcome is
+  // known, and a dirty one stays out of eviction's write-back, which would race the umsync's
+  // own; a clean block there is evicted as anywhere (its bytes are in the file, or in the
+  // sink when kStaged). Refusing the whole range would leave a mapping that is synced often
+  // (every thread a umsync per hundred writes) nothing to evict most of the time.
+  if (!e.present() || e.cache_block() != cache_block || e.syncing() ||
+      (e.dirty() && InSync(block))) {
     table_.Unlock(block, e.v);
     return false;
   }
@@ -1091,7 +1097,9 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
       const size_t off = cap->buf.size();
       cap->buf.resize(off + valid);
       std::memcpy(cap->buf.data() + off, BlockAddr(b + i), valid);
-      table_.Unlock(b + i, run_entries[i] & ~Table::kDirty);
+      // Clean now, but held (kSyncing) until SettleCapture: evicting the block before the
+      // umsync's outcome is known would lose it if the write-back fails.
+      table_.Unlock(b + i, (run_entries[i] & ~Table::kDirty) | Table::kSyncing);
       dirty_.fetch_sub(1, std::memory_order_relaxed);
       cap->blocks.push_back({b + i, off, valid});
     }
@@ -1111,6 +1119,7 @@ void Mapping::SettleCapture(const Capture& cap, uint64_t first, uint64_t end,
       Table::Entry e = table_.Lock(b);
       table_.Unlock(b, e.v & ~Table::kStaged);
     }
+    ReleaseCaptured(cap, 0);
     return;
   }
   if (r.kept) {
@@ -1122,24 +1131,29 @@ void Mapping::SettleCapture(const Capture& cap, uint64_t first, uint64_t end,
     if (r.ok()) {
       rt_->counters().blocks_written.fetch_add(cap.blocks.size(), std::memory_order_relaxed);
     }
-    for (const Captured& c : cap.blocks) {
-      Table::Entry e = table_.Lock(c.block);
-      table_.Unlock(c.block, e.v | Table::kStaged);
-    }
+    ReleaseCaptured(cap, Table::kStaged);
     return;
   }
   // Nothing is lost: the captured blocks become dirty again (and writable, keeping
   // dirty <=> unprotected) so that a later umsync writes them.
   for (const Captured& c : cap.blocks) {
     Table::Entry e = table_.Lock(c.block);
+    const uint64_t v = e.v & ~Table::kSyncing;
     if (e.present() && !e.dirty() &&
         rt_->uffd().WriteProtect(BlockAddr(c.block), RoundUp(c.len, rt_->page_size()), false) ==
             0) {
-      table_.Unlock(c.block, e.v | Table::kDirty);
+      table_.Unlock(c.block, v | Table::kDirty);
       dirty_.fetch_add(1, std::memory_order_relaxed);
     } else {
-      table_.Unlock(c.block, e.v);
+      table_.Unlock(c.block, v);
     }
+  }
+}
+
+void Mapping::ReleaseCaptured(const Capture& cap, uint64_t add) {
+  for (const Captured& c : cap.blocks) {
+    Table::Entry e = table_.Lock(c.block);
+    table_.Unlock(c.block, (e.v & ~Table::kSyncing) | add);
   }
 }
 
@@ -1194,10 +1208,7 @@ absl::Status Mapping::StageDirty() {
     SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
     return r.status;
   }
-  for (const Captured& c : cap.blocks) {
-    Table::Entry e = table_.Lock(c.block);
-    table_.Unlock(c.block, e.v | Table::kStaged);
-  }
+  ReleaseCaptured(cap, Table::kStaged);
   return absl::OkStatus();
 }
 

@@ -285,6 +285,8 @@ class Mapping final : public io::IoFileClient {
   };
   // Write-protects and copies every dirty block of [first, end), clearing their dirty bits.
   absl::Status CaptureDirty(uint64_t first, uint64_t end, Capture* cap);
+  // Clears the captured blocks' kSyncing mark, adding `add` (kStaged or 0).
+  void ReleaseCaptured(const Capture& cap, uint64_t add);
   // After the sink's answer: counts and clears "held by the sink" (OK), marks the blocks
   // held by the sink (kept), or makes them dirty again (nothing kept).
   void SettleCapture(const Capture& cap, uint64_t first, uint64_t end, const WriteBackResult& r);

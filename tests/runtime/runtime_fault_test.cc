@@ -10,8 +10,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -146,6 +149,53 @@ TEST_P(RuntimeFaultTest, UnmapThatCannotWriteBackKeepsTheMapping) {
   EXPECT_EQ(p_[42], 'u') << "still mapped, still holding the data";
   ASSERT_TRUE(rt_->Unmap(p_, kSize).ok());
   EXPECT_EQ(ReadAll(dir_.File("f"))[42], 'u');
+}
+
+// A umsync that waits on the file (its fdatasync stalls) must not stop the cache from
+// evicting the clean blocks of its range: programs that umsync often (every thread a umsync
+// per hundred writes) are in a umsync most of the time, and each miss then waited for it.
+// The block the umsync captured stays resident until its outcome is known: when the sync
+// fails, the block becomes dirty again instead of being lost with its pages.
+TEST_P(RuntimeFaultTest, CleanBlocksOfAUmsyncsRangeStayEvictableAndItsCapturedBlockStays) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  auto resident = [&](size_t block) {
+    unsigned char v = 0;
+    EXPECT_EQ(::mincore(p_ + block * kBlock, page, &v), 0);
+    return (v & 1) != 0;
+  };
+  for (size_t b = 0; b < 32; ++b) ASSERT_EQ(p_[b * kBlock + 1], PatternByte(b * kBlock + 1));
+  // Written by a thread that then faults two other blocks (a thread holds references to
+  // the last two it faulted): no thread's reference keeps the block in the cache, only the
+  // umsync's capture.
+  std::thread([&] {
+    std::memset(p_ + 3 * kBlock, 'w', kBlock);
+    for (size_t b : {40, 41}) EXPECT_EQ(p_[b * kBlock], PatternByte(b * kBlock));
+  }).join();
+  ASSERT_TRUE_OK(env_.FailNext(Op::kSync, 1, Fault::Stall(absl::InfiniteDuration(), EIO)));
+  absl::Status sync_status;
+  std::thread syncer([&] { sync_status = rt_->Sync(p_, kSize); });
+  ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(30))) << "the umsync never reached fdatasync";
+  // Misses on blocks 64..127 (twice the cache) while the umsync of the whole mapping waits.
+  std::promise<void> read_done;
+  std::thread reader([&] {
+    for (size_t b = 64; b < 128; ++b) {
+      if (p_[b * kBlock + 9] != PatternByte(b * kBlock + 9)) ADD_FAILURE() << "block " << b;
+    }
+    read_done.set_value();
+  });
+  const bool read_in_time =
+      read_done.get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  EXPECT_TRUE(read_in_time) << "misses waited for the umsync of their range";
+  EXPECT_EQ(env_.stalled(), 1) << "the umsync is still waiting";
+  EXPECT_TRUE(resident(3)) << "the block the umsync captured was evicted before its outcome";
+  EXPECT_GT(rt_->Stats().evictions, 0u);
+  env_.ReleaseStalls();
+  reader.join();
+  syncer.join();
+  EXPECT_EQ(ErrnoFromStatus(sync_status), EIO) << sync_status;
+  // Nothing was lost: the next umsync writes (or, with a journal, applies) it.
+  ASSERT_TRUE_OK(rt_->Sync(p_, kSize));
+  EXPECT_EQ(ReadAll(dir_.File("f"))[3 * kBlock + 100], 'w');
 }
 
 INSTANTIATE_TEST_SUITE_P(
