@@ -496,6 +496,35 @@ absl::Status Journal::WriteAndSettle(rocksdb::WriteBatch* batch, bool sync,
   return absl::OkStatus();
 }
 
+std::unique_ptr<rocksdb::WriteBatch> Journal::TakeBatch(size_t reserve) {
+  {
+    absl::MutexLock l(&spare_mu_);
+    for (auto it = spare_batches_.begin(); it != spare_batches_.end(); ++it) {
+      if ((*it)->Data().capacity() < reserve) continue;
+      std::unique_ptr<rocksdb::WriteBatch> b = std::move(*it);
+      spare_batches_.erase(it);
+      return b;
+    }
+  }
+  return std::make_unique<rocksdb::WriteBatch>(reserve);
+}
+
+void Journal::ReturnBatch(std::unique_ptr<rocksdb::WriteBatch> batch) {
+  if (batch == nullptr || batch->Data().capacity() > kSpareBatchBytes) return;
+  batch->Clear();
+  absl::MutexLock l(&spare_mu_);
+  if (spare_batches_.size() < kSpareBatches) {
+    spare_batches_.push_back(std::move(batch));
+    return;
+  }
+  // Full: keep the larger ones (they serve more commits).
+  auto smallest = std::min_element(spare_batches_.begin(), spare_batches_.end(),
+                                   [](const auto& a, const auto& b) {
+                                     return a->Data().capacity() < b->Data().capacity();
+                                   });
+  if ((*smallest)->Data().capacity() < batch->Data().capacity()) *smallest = std::move(batch);
+}
+
 absl::Status Journal::WritableLocked() {
   if (poison_.ok()) {
     absl::Status background = listener_->first();
@@ -805,14 +834,17 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   header.blocks.reserve(out.size());
   for (const CommittedBlock& cb : out) header.blocks.push_back({cb.block, cb.length, cb.crc});
 
-  // Reserved at (about) its final size: a batch grown by doubling discards buffers of up to
-  // half its size, and glibc keeps such freed blocks in the committing thread's arena.
+  // At least (about) its final size, reused from an earlier commit when one is kept
+  // (TakeBatch): a batch grown by doubling discards buffers of up to half its size, and
+  // glibc keeps freed blocks in the committing thread's arena.
   const std::string header_key = TxnHeaderKey(txn.lsn), header_value = EncodeTxnHeader(header);
   size_t reserve = 64 + header_key.size() + header_value.size() + 48 * staged_to_delete.size();
   if (txn.contents == Contents::kData) {
     for (const CommittedBlock& cb : out) reserve += 64 + cb.data.size();  // key, image header
   }
-  rocksdb::WriteBatch batch(reserve);
+  std::unique_ptr<rocksdb::WriteBatch> pooled = TakeBatch(reserve);
+  absl::Cleanup give_back = [&] { ReturnBatch(std::move(pooled)); };
+  rocksdb::WriteBatch& batch = *pooled;
   batch.Put(ToSlice(header_key), ToSlice(header_value));
   if (txn.contents == Contents::kData) {
     for (const CommittedBlock& cb : out) {

@@ -306,6 +306,15 @@ class Journal {
   absl::Status WriteAndSettle(rocksdb::WriteBatch* batch, bool sync, absl::string_view what,
                               const Claim* claim, absl::FunctionRef<void()> on_success)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A commit's batch, at least `reserve` bytes large: a spare one kept by an earlier commit
+  // when one is large enough, else a new one. A batch allocated and freed per commit stays,
+  // freed, in the malloc arena of the thread that committed: with many threads committing
+  // (the umsyncs of a mapping come from any of its threads) that is one transaction's size
+  // per thread. ReturnBatch keeps up to kSpareBatches of at most kSpareBatchBytes.
+  std::unique_ptr<rocksdb::WriteBatch> TakeBatch(size_t reserve) ABSL_LOCKS_EXCLUDED(spare_mu_);
+  void ReturnBatch(std::unique_ptr<rocksdb::WriteBatch> batch) ABSL_LOCKS_EXCLUDED(spare_mu_);
+  static constexpr size_t kSpareBatches = 4;
+  static constexpr size_t kSpareBatchBytes = size_t{16} << 20;
   // OK, or the poisoned status. Also picks up a background error seen by the listener.
   absl::Status WritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PoisonLocked(const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -334,6 +343,8 @@ class Journal {
   absl::Mutex watermark_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
+  absl::Mutex spare_mu_;
+  std::vector<std::unique_ptr<rocksdb::WriteBatch>> spare_batches_ ABSL_GUARDED_BY(spare_mu_);
   absl::CondVar claims_changed_;
   absl::Status poison_ ABSL_GUARDED_BY(mu_);
   uint64_t last_lsn_ ABSL_GUARDED_BY(mu_) = 0;

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
@@ -1052,7 +1053,7 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
   // still fit: the vector grows), instead of doubling it block by block.
   uint64_t expect = 0;
   for (uint64_t b = first; b < end; ++b) expect += table_.Load(b).dirty();
-  cap->buf.reserve(expect * block_size_);
+  cap->Reserve(expect * block_size_);
   cap->blocks.reserve(expect);
   constexpr uint64_t kMaxRun = 64;
   uint64_t run_entries[kMaxRun];
@@ -1094,9 +1095,10 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
     }
     for (uint64_t i = 0; i < n; ++i) {
       const size_t valid = ValidBytes(b + i);
-      const size_t off = cap->buf.size();
-      cap->buf.resize(off + valid);
+      cap->Reserve(valid);
+      const size_t off = cap->used;
       std::memcpy(cap->buf.data() + off, BlockAddr(b + i), valid);
+      cap->used += valid;
       // Clean now, but held (kSyncing) until SettleCapture: evicting the block before the
       // umsync's outcome is known would lose it if the write-back fails.
       table_.Unlock(b + i, (run_entries[i] & ~Table::kDirty) | Table::kSyncing);
@@ -1160,7 +1162,8 @@ void Mapping::ReleaseCaptured(const Capture& cap, uint64_t add) {
 absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
   sync_first_.store(first, std::memory_order_release);
   sync_end_.store(end, std::memory_order_release);
-  Capture cap;
+  Capture& cap = capture_;
+  absl::Cleanup reset = [&cap] { cap.Reset(); };
   WriteBackResult r{CaptureDirty(first, end, &cap)};
   if (r.ok()) r.status = WaitForShadows(first, end);
   // A middle chunk with nothing captured needs no write and no fdatasync; the last chunk
@@ -1194,7 +1197,8 @@ void Mapping::ReleaseAll() {
 absl::Status Mapping::StageDirty() {
   absl::MutexLock lock(&sync_mu_);
   RETURN_IF_ERROR(WaitForShadows(0, table_.size()));
-  Capture cap;
+  Capture& cap = capture_;
+  absl::Cleanup reset = [&cap] { cap.Reset(); };
   RETURN_IF_ERROR(CaptureDirty(0, table_.size(), &cap));
   if (cap.blocks.empty()) return absl::OkStatus();
   std::vector<BlockImage> images;
