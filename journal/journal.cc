@@ -725,7 +725,8 @@ absl::StatusOr<std::optional<std::string>> Journal::ReadStaged(uint64_t mapping_
 
 absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
                                             absl::Span<const BlockWrite> blocks,
-                                            uint64_t first_block, uint64_t end_block) {
+                                            uint64_t first_block, uint64_t end_block,
+                                            ImageCopies copies) {
   if (first_block > end_block) {
     return absl::InvalidArgumentError(
         absl::StrCat("commit range [", first_block, ", ", end_block, ") is inverted"));
@@ -800,6 +801,10 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   // Merge the given images and the staged ones we take, in block order.
   std::vector<CommittedBlock>& out = txn.blocks;
   out.reserve(given.size() + staged_to_take.size());
+  // The image of out[i]: the caller's for a given block (copied into out[i] or not), the
+  // staged one in out[i].data (filled in after the merge: a move may relocate short ones).
+  std::vector<absl::string_view> images;
+  images.reserve(given.size() + staged_to_take.size());
   size_t gi = 0, si = 0;
   while (gi < given.size() || si < staged_to_take.size()) {
     CommittedBlock cb;
@@ -807,8 +812,10 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
         (gi < given.size() && given[gi]->block < staged_to_take[si])) {
       const BlockWrite& b = *given[gi++];
       cb.block = b.block;
-      cb.data.assign(b.data.data(), b.data.size());
+      cb.length = static_cast<uint32_t>(b.data.size());
       cb.crc = crc32c::Value(b.data.data(), b.data.size());
+      if (copies == ImageCopies::kCopy) cb.data.assign(b.data.data(), b.data.size());
+      images.push_back(b.data);
     } else {
       cb.block = staged_to_take[si++];
       const std::string key = StagedKey(mapping_id, cb.block);
@@ -822,9 +829,13 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
       ASSIGN_OR_RETURN(StagedBlock staged, DecodeStaged(key, value));
       cb.data.assign(staged.data.data(), staged.data.size());
       cb.crc = staged.crc;
+      cb.length = static_cast<uint32_t>(cb.data.size());
+      images.push_back({});
     }
-    cb.length = static_cast<uint32_t>(cb.data.size());
     out.push_back(std::move(cb));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (images[i].data() == nullptr) images[i] = out[i].data;
   }
 
   TxnHeader header;
@@ -840,19 +851,20 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   const std::string header_key = TxnHeaderKey(txn.lsn), header_value = EncodeTxnHeader(header);
   size_t reserve = 64 + header_key.size() + header_value.size() + 48 * staged_to_delete.size();
   if (txn.contents == Contents::kData) {
-    for (const CommittedBlock& cb : out) reserve += 64 + cb.data.size();  // key, image header
+    for (const CommittedBlock& cb : out) reserve += 64 + cb.length;  // key, image header
   }
   std::unique_ptr<rocksdb::WriteBatch> pooled = TakeBatch(reserve);
   absl::Cleanup give_back = [&] { ReturnBatch(std::move(pooled)); };
   rocksdb::WriteBatch& batch = *pooled;
   batch.Put(ToSlice(header_key), ToSlice(header_value));
   if (txn.contents == Contents::kData) {
-    for (const CommittedBlock& cb : out) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      const CommittedBlock& cb = out[i];
       // EncodeTxnPayload's bytes, from the CRC computed above and the image in place.
       const std::string key = TxnPayloadKey(txn.lsn, cb.block);
-      const std::string head = TxnPayloadHeader(cb.crc, cb.data.size());
+      const std::string head = TxnPayloadHeader(cb.crc, cb.length);
       const rocksdb::Slice key_part = ToSlice(key);
-      const rocksdb::Slice value_parts[2] = {ToSlice(head), ToSlice(cb.data)};
+      const rocksdb::Slice value_parts[2] = {ToSlice(head), ToSlice(images[i])};
       batch.Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
     }
   }

@@ -219,8 +219,14 @@ class Journal {
   // twice, first_block > end_block), kDataLoss (a staged record is corrupt; nothing was
   // written), a converted RocksDB error (the journal is then poisoned; the commit is
   // indeterminate), kFailedPrecondition (poisoned).
+  // kCallerKeeps: the returned transaction's blocks that came from `blocks` carry no copy
+  // of their image (`data` empty; `length` and `crc` set): the caller, which still holds
+  // them, applies from its own buffers, and copies them into the transaction if it keeps
+  // the transaction past them. The staged images a commit takes are always returned.
+  enum class ImageCopies { kCopy, kCallerKeeps };
   absl::StatusOr<Transaction> Commit(uint64_t mapping_id, absl::Span<const BlockWrite> blocks,
-                                     uint64_t first_block, uint64_t end_block);
+                                     uint64_t first_block, uint64_t end_block,
+                                     ImageCopies copies = ImageCopies::kCopy);
 
   // Marks committed transactions as applied (their images are durable in the file).
   // REQUIRES: for each block, the caller applies transactions in LSN order.

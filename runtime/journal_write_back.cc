@@ -191,6 +191,12 @@ uint64_t Bytes(const journal::Transaction& t) {
   return n;
 }
 
+uint64_t Bytes(absl::Span<const BlockImage> images) {
+  uint64_t n = 0;
+  for (const BlockImage& im : images) n += im.data.size();
+  return n;
+}
+
 // The transaction's blocks as images to write (views of its payloads).
 std::vector<BlockImage> ImagesOf(const journal::Transaction& t) {
   std::vector<BlockImage> images;
@@ -298,10 +304,17 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
     }
   }
   UMAP_CRASH_POINT("journal.before_commit");
+  // With nothing older waiting to reach the file, a synchronous apply writes straight from
+  // the caller's images: the transaction takes no copy of them unless it outlives the call
+  // (ApplyDirect). Otherwise it is applied after the older ones, from its own copy.
+  const bool direct = sync_file && !defer_file_sync_ && unapplied_.empty() &&
+                      applied_unsynced_.empty();
+  const auto copies =
+      direct ? journal::Journal::ImageCopies::kCallerKeeps : journal::Journal::ImageCopies::kCopy;
   uint64_t instance = 0;
   auto txn = journal_->Run([&](journal::Journal& j) {
     instance = journal_->reopens();
-    return j.Commit(mapping_id_, writes, first, std::max(first, end));
+    return j.Commit(mapping_id_, writes, first, std::max(first, end), copies);
   });
   // A failed commit is indeterminate (present or absent after a crash, never partial); the
   // caller keeps the blocks dirty, so a retry commits them again. If it is present after the
@@ -319,6 +332,11 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
       uint64_t lsn = txn->lsn;
       journal_->Run([&](journal::Journal& j) { return j.MarkApplied(lsn); }).IgnoreError();
     }
+  }
+  if (direct) {
+    if (txn->lsn == journal::kNoLsn) return {ApplyPending(sync_file), /*kept=*/true};
+    last_lsn_ = std::max(last_lsn_, txn->lsn);
+    return {ApplyDirect(*std::move(txn), writes), /*kept=*/true};
   }
   if (txn->lsn != journal::kNoLsn) {
     // Intent mode keeps no payload in the journal; the images come back from Commit.
@@ -438,6 +456,50 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   if (!sync_file && applied_unsynced_bytes_ < kMaxAppliedUnsyncedBytes) return absl::OkStatus();
   if (applied_unsynced_.empty()) return file_->Sync();
   return SyncFileAndMark(/*release_lock=*/false);
+}
+
+absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
+                                           absl::Span<const journal::BlockWrite> given) {
+  // What ApplyPending and SyncFileAndMark do for one transaction when nothing older is
+  // pending, with the same crash points, from the caller's images where the transaction
+  // holds none (the blocks it took from staging it holds). On a failure the transaction is
+  // kept as they keep it, with its images copied in now: the caller's go when it returns.
+  const uint64_t lsn = txn.lsn;
+  std::vector<BlockImage> images;
+  images.reserve(txn.blocks.size());
+  size_t g = 0;  // `given` and txn.blocks are both in block order
+  std::vector<const journal::BlockWrite*> sorted(given.size());
+  for (size_t i = 0; i < given.size(); ++i) sorted[i] = &given[i];
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto* a, const auto* b) { return a->block < b->block; });
+  std::vector<absl::string_view> views(txn.blocks.size());
+  for (size_t i = 0; i < txn.blocks.size(); ++i) {
+    const journal::CommittedBlock& b = txn.blocks[i];
+    while (g < sorted.size() && sorted[g]->block < b.block) ++g;
+    views[i] = b.data.empty() && g < sorted.size() && sorted[g]->block == b.block
+                   ? sorted[g]->data
+                   : absl::string_view(b.data);
+    images.push_back({b.block, absl::MakeConstSpan(views[i].data(), views[i].size())});
+  }
+  auto keep = [&] {
+    for (size_t i = 0; i < txn.blocks.size(); ++i) {
+      if (txn.blocks[i].data.empty()) txn.blocks[i].data.assign(views[i].data(), views[i].size());
+    }
+    unapplied_.emplace(lsn, std::move(txn));
+  };
+  absl::Status s = CheckOwnerBeforeApply();
+  if (s.ok()) {
+    s = WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); });
+  }
+  if (s.ok()) s = file_->Sync();
+  if (!s.ok()) {
+    keep();  // applied again, in order, by the next round
+    return s;
+  }
+  UMAP_CRASH_POINT("apply.after_sync");
+  to_mark_.push_back(lsn);
+  to_mark_bytes_ += images.empty() ? 0 : Bytes(images);
+  return MarkAppliedBatch(/*force=*/false);
 }
 
 absl::Status JournalWriteBack::SyncFileAndMark(bool release_lock) {

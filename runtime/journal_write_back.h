@@ -181,6 +181,10 @@ class JournalWriteBack final : public WriteBack {
   // The file's fdatasync of what was written (applied_unsynced_, moved to syncing_), then
   // the synced transactions are marked applied (batched). `release_lock` (the applier):
   // apply_mu_ is not held during the fdatasync.
+  // A synchronous apply of `txn` (just committed, nothing older pending) from `given`
+  // where it holds no image. Keeps it in unapplied_ (with copies) when the apply fails.
+  absl::Status ApplyDirect(journal::Transaction txn, absl::Span<const journal::BlockWrite> given)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   absl::Status SyncFileAndMark(bool release_lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Payload bytes of unapplied_ and applying_ (a few dozen transactions at most).
   uint64_t Backlog() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);

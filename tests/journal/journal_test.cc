@@ -350,6 +350,33 @@ TEST_F(JournalTest, CommitReturnsTheTransactionAndKeepsItPending) {
   EXPECT_EQ(read, t);
 }
 
+TEST_F(JournalTest, CommitWhoseCallerKeepsTheImagesReturnsOnlyTheStagedOnesButJournalsAll) {
+  const uint64_t m = AddMapping();
+  ASSERT_OK(journal_->Stage(m, 1, Image('1')));
+  const std::string last = Image('z', 100);  // a short last block
+  const std::string b = Image('b');
+  const std::vector<BlockWrite> writes = {{7, last}, {2, b}};
+  ASSERT_OK_AND_ASSIGN(Transaction t, journal_->Commit(m, writes, 0, 5,
+                                                       Journal::ImageCopies::kCallerKeeps));
+  ASSERT_EQ(t.blocks.size(), 3u);
+  EXPECT_EQ(t.blocks[0].block, 1u);
+  EXPECT_EQ(t.blocks[0].data, Image('1')) << "a staged image is the journal's: returned";
+  EXPECT_EQ(t.blocks[1].block, 2u);
+  EXPECT_TRUE(t.blocks[1].data.empty()) << "the caller's image is not copied";
+  EXPECT_EQ(t.blocks[1].length, b.size());
+  EXPECT_EQ(t.blocks[1].crc, crc32c::Value(b.data(), b.size()));
+  EXPECT_EQ(t.blocks[2].block, 7u);
+  EXPECT_TRUE(t.blocks[2].data.empty());
+  EXPECT_EQ(t.blocks[2].length, 100u);
+  EXPECT_EQ(t.blocks[2].crc, crc32c::Value(last.data(), last.size()));
+  // The journal holds every image, as a commit that copies them.
+  ASSERT_OK_AND_ASSIGN(Transaction read, journal_->ReadTransaction(t.lsn));
+  ASSERT_EQ(read.blocks.size(), 3u);
+  EXPECT_EQ(read.blocks[0].data, Image('1'));
+  EXPECT_EQ(read.blocks[1].data, b);
+  EXPECT_EQ(read.blocks[2].data, last);
+}
+
 TEST_F(JournalTest, CommitTakesStagedBlocksOfTheRangeAndTheGivenVersionWins) {
   const uint64_t m = AddMapping();
   ASSERT_OK(journal_->Stage(m, 1, Image('1')));
