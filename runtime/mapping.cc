@@ -798,7 +798,28 @@ bool Mapping::HandleWriteProtect(uint64_t block, pid_t tid) {
     c.faults_wp.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  // Stale: the block was evicted (the retry will be a MISSING fault) or is already dirty.
+  if (e.present() && e.dirty()) {
+    // Dirty and protected: a umsync's capture protected its span while this block, dirtied
+    // after the capture passed it, was writable (CaptureDirty). Writable again; it stays
+    // dirty. (Or a second fault on a block another thread's fault just unprotected: then
+    // this clears nothing.)
+    const size_t len = RoundUp(ValidBytes(block), rt_->page_size());
+    int err = rt_->uffd().WriteProtect(addr, len, false);
+    for (int i = 0; err == EAGAIN && i < 3; ++i) err = rt_->uffd().WriteProtect(addr, len, false);
+    if (err != 0) {
+      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr), " (block ", block,
+               " of ", file_->name(), "): errno ", err, "; SIGBUS to the writer");
+      table_.Unlock(block, e.v);
+      c.sigbus.fetch_add(1, std::memory_order_relaxed);
+      if (signal_mode_) return false;
+      if (tid > 0) ::syscall(SYS_tgkill, ::getpid(), tid, SIGBUS);
+      return false;
+    }
+    table_.Unlock(block, e.v);
+    c.stale_faults.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // Stale: the block was evicted (the retry will be a MISSING fault).
   table_.Unlock(block, e.v);
   if (!signal_mode_) WakeOrLog(addr);
   c.stale_faults.fetch_add(1, std::memory_order_relaxed);
@@ -1055,58 +1076,60 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
   for (uint64_t b = first; b < end; ++b) expect += table_.Load(b).dirty();
   cap->Reserve(expect * block_size_);
   cap->blocks.reserve(expect);
-  constexpr uint64_t kMaxRun = 64;
-  uint64_t run_entries[kMaxRun];
+  // Dirty blocks are locked in ascending order (as fills lock theirs), up to kMaxBatch at a
+  // time within kMaxSpan blocks, and write-protected with one ioctl over their span: one
+  // TLB flush for the batch instead of one per block (scattered writes dirty scattered
+  // blocks; 16 writer threads spent 8% of the CPU in these flushes). The span's other
+  // blocks are clean (protected already), missing (nothing to protect), or were dirtied
+  // after the scan passed them: protected again, their next write faults once and
+  // HandleWriteProtect lifts the protection.
+  constexpr int kMaxBatch = 64;
+  constexpr uint64_t kMaxSpan = 8192;
+  uint64_t batch_blocks[kMaxBatch], batch_entries[kMaxBatch];
+  int n = 0;
   const size_t page = rt_->page_size();
-  for (uint64_t b = first; b < end;) {
+  auto flush = [&]() -> absl::Status {
+    if (n == 0) return absl::OkStatus();
+    const uint64_t lo = batch_blocks[0], hi = batch_blocks[n - 1];
+    const size_t len = (hi - lo) * block_size_ + RoundUp(ValidBytes(hi), page);
+    int err = rt_->uffd().WriteProtect(BlockAddr(lo), len, true);
+    if (err != 0) {
+      for (int i = 0; i < n; ++i) table_.Unlock(batch_blocks[i], batch_entries[i]);
+      n = 0;
+      return PosixError(err, "UFFDIO_WRITEPROTECT(set) while capturing for umsync");
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t b = batch_blocks[i];
+      const size_t valid = ValidBytes(b);
+      cap->Reserve(valid);
+      const size_t off = cap->used;
+      std::memcpy(cap->buf.data() + off, BlockAddr(b), valid);
+      cap->used += valid;
+      // Clean now, but held (kSyncing) until SettleCapture: evicting the block before the
+      // umsync's outcome is known would lose it if the write-back fails.
+      table_.Unlock(b, (batch_entries[i] & ~Table::kDirty) | Table::kSyncing);
+      dirty_.fetch_sub(1, std::memory_order_relaxed);
+      cap->blocks.push_back({b, off, valid});
+    }
+    n = 0;
+    return absl::OkStatus();
+  };
+  for (uint64_t b = first; b < end; ++b) {
     // Skip clean blocks without locking them. A locked entry may be a fill or first-write
     // fault whose thread was already woken (UFFDIO_COPY / WRITEPROTECT wake before the entry
     // is published) and has written, even returned to call this umsync: wait for it.
     Table::Entry peek = table_.Load(b);
-    if (!peek.dirty() && !peek.locked()) {
-      ++b;
+    if (!peek.dirty() && !peek.locked()) continue;
+    if (n > 0 && (n == kMaxBatch || b - batch_blocks[0] >= kMaxSpan)) RETURN_IF_ERROR(flush());
+    Table::Entry e = table_.Lock(b);
+    if (!(e.present() && e.dirty())) {
+      table_.Unlock(b, e.v);
       continue;
     }
-    // A run of adjacent dirty blocks is locked (ascending, as fills lock theirs) and
-    // write-protected with one ioctl: one TLB flush for the run instead of one per block.
-    uint64_t n = 0;
-    while (b + n < end && n < kMaxRun) {
-      if (n > 0) {
-        Table::Entry pk = table_.Load(b + n);
-        if (!pk.dirty() && !pk.locked()) break;
-      }
-      Table::Entry e = table_.Lock(b + n);
-      if (!(e.present() && e.dirty())) {
-        table_.Unlock(b + n, e.v);
-        break;
-      }
-      run_entries[n++] = e.v;
-    }
-    if (n == 0) {
-      ++b;
-      continue;
-    }
-    const size_t last_valid = ValidBytes(b + n - 1);
-    const size_t len = (n - 1) * block_size_ + RoundUp(last_valid, page);
-    int err = rt_->uffd().WriteProtect(BlockAddr(b), len, true);
-    if (err != 0) {
-      for (uint64_t i = 0; i < n; ++i) table_.Unlock(b + i, run_entries[i]);
-      return PosixError(err, "UFFDIO_WRITEPROTECT(set) while capturing for umsync");
-    }
-    for (uint64_t i = 0; i < n; ++i) {
-      const size_t valid = ValidBytes(b + i);
-      cap->Reserve(valid);
-      const size_t off = cap->used;
-      std::memcpy(cap->buf.data() + off, BlockAddr(b + i), valid);
-      cap->used += valid;
-      // Clean now, but held (kSyncing) until SettleCapture: evicting the block before the
-      // umsync's outcome is known would lose it if the write-back fails.
-      table_.Unlock(b + i, (run_entries[i] & ~Table::kDirty) | Table::kSyncing);
-      dirty_.fetch_sub(1, std::memory_order_relaxed);
-      cap->blocks.push_back({b + i, off, valid});
-    }
-    b += n;
+    batch_blocks[n] = b;
+    batch_entries[n++] = e.v;
   }
+  RETURN_IF_ERROR(flush());
   return absl::OkStatus();
 }
 

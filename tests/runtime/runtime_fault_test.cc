@@ -198,6 +198,28 @@ TEST_P(RuntimeFaultTest, CleanBlocksOfAUmsyncsRangeStayEvictableAndItsCapturedBl
   EXPECT_EQ(ReadAll(dir_.File("f"))[3 * kBlock + 100], 'w');
 }
 
+// A umsync's capture write-protects the span of the blocks it captures with one ioctl, so a
+// block dirtied after the capture passed it can end up dirty and protected. Its next write
+// must make it writable again (not fault for ever) and stay dirty for the next umsync.
+TEST_P(RuntimeFaultTest, ADirtyBlockProtectedByACaptureSpanIsWritableAgainAtItsNextWrite) {
+  std::memset(p_ + 5 * kBlock, 'a', kBlock);  // dirty and writable
+  ASSERT_EQ(rt_->uffd().WriteProtect(p_ + 5 * kBlock, kBlock, true), 0);
+  std::promise<void> wrote;
+  std::thread writer([&] {
+    std::memset(p_ + 5 * kBlock + 10, 'b', 10);
+    wrote.set_value();
+  });
+  const bool in_time =
+      wrote.get_future().wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  EXPECT_TRUE(in_time) << "the write to a dirty, protected block kept faulting";
+  if (!in_time) rt_->uffd().WriteProtect(p_ + 5 * kBlock, kBlock, false);  // let it finish
+  writer.join();
+  ASSERT_TRUE_OK(rt_->Sync(p_, kSize));
+  const std::vector<char> file = ReadAll(dir_.File("f"));
+  EXPECT_EQ(file[5 * kBlock], 'a');
+  EXPECT_EQ(file[5 * kBlock + 15], 'b');
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, RuntimeFaultTest,
     ::testing::Values(Mode{"journal_off", UMAP_POLICY_RELAXED, UMAP_JOURNAL_OFF},
