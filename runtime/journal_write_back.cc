@@ -498,7 +498,7 @@ absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
   }
   UMAP_CRASH_POINT("apply.after_sync");
   to_mark_.push_back(lsn);
-  to_mark_bytes_ += images.empty() ? 0 : Bytes(images);
+  to_mark_bytes_ += Bytes(images);
   return MarkAppliedBatch(/*force=*/false);
 }
 

@@ -776,53 +776,40 @@ bool Mapping::HandleWriteProtect(uint64_t block, pid_t tid) {
   Counters& c = rt_->counters();
   Table::Entry e = table_.Lock(block);
   char* addr = BlockAddr(block);
-  if (e.present() && !e.dirty()) {
-    // First write since the last capture: the block becomes dirty and writable; clearing
-    // the protection wakes the writer.
-    const size_t len = RoundUp(ValidBytes(block), rt_->page_size());
-    int err = rt_->uffd().WriteProtect(addr, len, false);
-    for (int i = 0; err == EAGAIN && i < 3; ++i) err = rt_->uffd().WriteProtect(addr, len, false);
-    if (err != 0) {
-      // The writer would fault on this page for ever: it gets SIGBUS, with the reason.
-      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr), " (block ", block,
-               " of ", file_->name(), "): errno ", err, "; SIGBUS to the writer");
-      table_.Unlock(block, e.v);
-      c.sigbus.fetch_add(1, std::memory_order_relaxed);
-      if (signal_mode_) return false;  // the dispatcher hands it to the previous handler
-      if (tid > 0) ::syscall(SYS_tgkill, ::getpid(), tid, SIGBUS);
-      return false;
-    }
-    table_.Unlock(block, e.v | Table::kDirty);
-    dirty_.fetch_add(1, std::memory_order_relaxed);
-    first_writes_.fetch_add(1, std::memory_order_relaxed);
-    c.faults_wp.fetch_add(1, std::memory_order_relaxed);
+  if (!e.present()) {
+    // Stale: the block was evicted (the retry will be a MISSING fault).
+    table_.Unlock(block, e.v);
+    if (!signal_mode_) WakeOrLog(addr);
+    c.stale_faults.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  if (e.present() && e.dirty()) {
-    // Dirty and protected: a umsync's capture protected its span while this block, dirtied
-    // after the capture passed it, was writable (CaptureDirty). Writable again; it stays
-    // dirty. (Or a second fault on a block another thread's fault just unprotected: then
-    // this clears nothing.)
-    const size_t len = RoundUp(ValidBytes(block), rt_->page_size());
-    int err = rt_->uffd().WriteProtect(addr, len, false);
-    for (int i = 0; err == EAGAIN && i < 3; ++i) err = rt_->uffd().WriteProtect(addr, len, false);
-    if (err != 0) {
-      UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr), " (block ", block,
-               " of ", file_->name(), "): errno ", err, "; SIGBUS to the writer");
-      table_.Unlock(block, e.v);
-      c.sigbus.fetch_add(1, std::memory_order_relaxed);
-      if (signal_mode_) return false;
-      if (tid > 0) ::syscall(SYS_tgkill, ::getpid(), tid, SIGBUS);
-      return false;
-    }
+  // Clean: the first write since the last capture; the block becomes dirty and writable.
+  // Dirty: a umsync's capture protected its span while this block, dirtied after the
+  // capture passed it, was writable (CaptureDirty): writable again, still dirty. (Or a
+  // second fault on a block another thread's fault just unprotected: this clears nothing.)
+  // Clearing the protection wakes the writer.
+  const size_t len = RoundUp(ValidBytes(block), rt_->page_size());
+  int err = rt_->uffd().WriteProtect(addr, len, false);
+  for (int i = 0; err == EAGAIN && i < 3; ++i) err = rt_->uffd().WriteProtect(addr, len, false);
+  if (err != 0) {
+    // The writer would fault on this page for ever: it gets SIGBUS, with the reason.
+    UMAP_LOG(kError, "UFFDIO_WRITEPROTECT(clear) failed at ", AddrHex(addr), " (block ", block,
+             " of ", file_->name(), "): errno ", err, "; SIGBUS to the writer");
+    table_.Unlock(block, e.v);
+    c.sigbus.fetch_add(1, std::memory_order_relaxed);
+    if (signal_mode_) return false;  // the dispatcher hands it to the previous handler
+    if (tid > 0) ::syscall(SYS_tgkill, ::getpid(), tid, SIGBUS);
+    return false;
+  }
+  if (e.dirty()) {
     table_.Unlock(block, e.v);
     c.stale_faults.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  // Stale: the block was evicted (the retry will be a MISSING fault).
-  table_.Unlock(block, e.v);
-  if (!signal_mode_) WakeOrLog(addr);
-  c.stale_faults.fetch_add(1, std::memory_order_relaxed);
+  table_.Unlock(block, e.v | Table::kDirty);
+  dirty_.fetch_add(1, std::memory_order_relaxed);
+  first_writes_.fetch_add(1, std::memory_order_relaxed);
+  c.faults_wp.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
