@@ -510,7 +510,7 @@ std::unique_ptr<rocksdb::WriteBatch> Journal::TakeBatch(size_t reserve) {
 }
 
 void Journal::ReturnBatch(std::unique_ptr<rocksdb::WriteBatch> batch) {
-  if (batch == nullptr || batch->Data().capacity() > kSpareBatchBytes) return;
+  if (batch->Data().capacity() > kSpareBatchBytes) return;
   batch->Clear();
   absl::MutexLock l(&spare_mu_);
   if (spare_batches_.size() < kSpareBatches) {

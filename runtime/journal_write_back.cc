@@ -333,8 +333,7 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
       journal_->Run([&](journal::Journal& j) { return j.MarkApplied(lsn); }).IgnoreError();
     }
   }
-  if (direct) {
-    if (txn->lsn == journal::kNoLsn) return {ApplyPending(sync_file), /*kept=*/true};
+  if (direct && txn->lsn != journal::kNoLsn) {
     last_lsn_ = std::max(last_lsn_, txn->lsn);
     return {ApplyDirect(*std::move(txn), writes), /*kept=*/true};
   }
