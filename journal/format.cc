@@ -263,6 +263,15 @@ absl::StatusOr<TxnPayload> DecodeTxnPayload(absl::string_view key, absl::string_
   return r;
 }
 
+absl::StatusOr<std::pair<uint64_t, uint64_t>> DecodeTxnPayloadKey(absl::string_view key) {
+  std::pair<uint64_t, uint64_t> r;
+  if (absl::Status s = ParseKey("payload", RecordTag::kTxnPayload, key, 2, &r.first, &r.second);
+      !s.ok()) {
+    return s;
+  }
+  return r;
+}
+
 // ---- 'T' ---------------------------------------------------------------------------------
 
 std::string TxnHeaderKey(uint64_t lsn) { return Key(RecordTag::kTxnHeader, lsn); }

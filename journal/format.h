@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -120,6 +121,8 @@ std::string EncodeTxnPayload(absl::string_view data);
 // CRC.
 std::string TxnPayloadHeader(uint32_t crc, size_t length);
 absl::StatusOr<TxnPayload> DecodeTxnPayload(absl::string_view key, absl::string_view value);
+// The (lsn, block) of a payload key, without its value. kDataLoss: not a payload key.
+absl::StatusOr<std::pair<uint64_t, uint64_t>> DecodeTxnPayloadKey(absl::string_view key);
 
 // ---- 'T': transaction header -------------------------------------------------------------
 // Its presence is the commit: header and payloads are written in one WriteBatch.

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
@@ -43,6 +44,17 @@ rocksdb::Slice ToSlice(absl::string_view s) { return rocksdb::Slice(s.data(), s.
 absl::string_view ToView(const rocksdb::Slice& s) { return absl::string_view(s.data(), s.size()); }
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Adds the payload record of `cb` (a block of transaction `lsn`) to `batch`: the bytes of
+// EncodeTxnPayload(image), from cb's CRC and length and the image in place (no copy).
+void PutPayload(rocksdb::WriteBatch* batch, uint64_t lsn, const CommittedBlock& cb,
+                absl::string_view image) {
+  const std::string key = TxnPayloadKey(lsn, cb.block);
+  const std::string head = TxnPayloadHeader(cb.crc, cb.length);
+  const rocksdb::Slice key_part = ToSlice(key);
+  const rocksdb::Slice value_parts[2] = {ToSlice(head), ToSlice(image)};
+  batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
+}
 
 // Transactions of at least this many blocks have their payloads deleted with one range
 // deletion. Smaller ones keep point deletions: every range tombstone in a memtable makes
@@ -96,8 +108,9 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   rocksdb::Options o;
   o.env = env;  // carries JournalOptions::fs
   o.create_if_missing = true;
-  // Every transaction is one WriteBatch, and a WAL prefix never splits a batch: keeping the
-  // clean prefix of a torn or damaged log is exactly "committed or absent, never partial".
+  // A transaction's header is in the WriteBatch that ends it, after every batch of its
+  // payloads, and a WAL prefix never splits a batch: keeping the clean prefix of a torn or
+  // damaged log is exactly "committed or absent, never partial".
   o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   o.paranoid_checks = true;
   // After a write or sync error the journal is poisoned and only a reopen recovers. RocksDB
@@ -244,12 +257,13 @@ struct Journal::Claim {
 };
 
 Journal::Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
-                 std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
+                 uint64_t commit_batch_bytes, std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
                  std::shared_ptr<Listener> listener,
                  std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db)
     : dir_(std::move(dir)),
       dir_id_(dir_id),
       staged_quota_(staged_quota),
+      commit_batch_bytes_(commit_batch_bytes),
       fence_(std::move(fence)),
       env_(std::move(env)),
       listener_(std::move(listener)),
@@ -358,7 +372,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
         s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }
   std::unique_ptr<Journal> journal(new Journal(dir, dir_id, options.staged_quota_bytes,
-                                               std::move(fence), std::move(rocks_env),
+                                               options.commit_batch_bytes, std::move(fence), std::move(rocks_env),
                                                std::move(listener), std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
   RETURN_IF_ERROR(journal->Recover(options.keep_staged || options.read_only, options.read_only));
@@ -445,6 +459,7 @@ absl::Status Journal::Recover(bool keep_staged, bool read_only) {
             last_lsn_ = std::max(last_lsn_, h.lsn);
             return absl::OkStatus();
           }));
+  RETURN_IF_ERROR(DropOrphanPayloads(read_only));
 
   // Staged records were never committed and the cache that remembered them is gone: discard
   // them with one range tombstone, not a read of every image (not synced: if it is lost, the
@@ -473,6 +488,37 @@ absl::Status Journal::Recover(bool keep_staged, bool read_only) {
     RETURN_IF_ERROR(Write(&batch, /*sync=*/false, "discard staged blocks"));
   }
   return absl::OkStatus();
+}
+
+absl::Status Journal::DropOrphanPayloads(bool read_only) {
+  // One seek per transaction that has payloads, not a read of every payload: the keys are
+  // in (lsn, block) order, so after the first payload of an LSN the next LSN's is sought.
+  const std::string end = TagEnd(RecordTag::kTxnPayload);
+  rocksdb::Slice upper = ToSlice(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  std::vector<uint64_t> orphans;
+  for (it->Seek(ToSlice(TagBegin(RecordTag::kTxnPayload))); it->Valid();) {
+    ASSIGN_OR_RETURN(auto key, DecodeTxnPayloadKey(ToView(it->key())));
+    const uint64_t lsn = key.first;
+    if (!pending_.contains(lsn)) orphans.push_back(lsn);
+    // Never handed out again, even if the deletion below is lost.
+    last_lsn_ = std::max(last_lsn_, lsn);
+    if (lsn == ~uint64_t{0}) break;
+    it->Seek(ToSlice(TxnPayloadKey(lsn + 1, 0)));
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
+  if (orphans.empty() || read_only) return absl::OkStatus();
+  UMAP_LOG(kWarn, "journal ", dir_, ": deleting the payloads of ", orphans.size(),
+           " transaction(s) whose commit did not finish (no header; the first is LSN ",
+           orphans.front(), "): never committed");
+  rocksdb::WriteBatch batch;
+  for (uint64_t lsn : orphans) {
+    batch.DeleteRange(ToSlice(TxnPayloadKey(lsn, 0)), ToSlice(TxnPayloadKey(lsn + 1, 0)));
+  }
+  // No sync: if the deletion is lost, the next Open finds them again.
+  return Write(&batch, /*sync=*/false, "delete payloads of unfinished commits");
 }
 
 absl::Status Journal::Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what) {
@@ -721,6 +767,18 @@ absl::StatusOr<std::optional<std::string>> Journal::ReadStaged(uint64_t mapping_
   return std::optional<std::string>(std::string(staged.data));
 }
 
+absl::StatusOr<StagedBlock> Journal::ReadStagedRecord(uint64_t mapping_id, uint64_t block,
+                                                      std::string* value) {
+  const std::string key = StagedKey(mapping_id, block);
+  rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), ToSlice(key), value);
+  if (rs.IsNotFound()) {
+    return absl::DataLossError(absl::StrCat("journal ", dir_, ": staged block ", block,
+                                            " of mapping ", mapping_id, " vanished"));
+  }
+  RETURN_IF_ERROR(FromRocksDb(rs, absl::StrCat("read staged block in journal ", dir_)));
+  return DecodeStaged(key, *value);
+}
+
 // ---- commit ------------------------------------------------------------------------------
 
 absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
@@ -754,6 +812,7 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   txn.mapping_id = mapping_id;
   std::vector<uint64_t> staged_to_take;    // staged in range, not given: their images commit
   std::vector<uint64_t> staged_to_delete;  // every staged block this commit supersedes
+  uint64_t image_bytes = 0;                // of the whole transaction
   {
     absl::MutexLock l(&mu_);
     AcquireLocked(&claim);
@@ -770,6 +829,7 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
                                                          b->data.size(), " bytes; block size ",
                                                          m->second.block_size));
         }
+        image_bytes += b->data.size();
         if (!claim.InRange(b->block) && staged_.contains({mapping_id, b->block})) {
           staged_to_delete.push_back(b->block);
         }
@@ -781,6 +841,7 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
         staged_to_delete.push_back(b);
         if (!std::binary_search(claim.blocks.begin(), claim.blocks.end(), b)) {
           staged_to_take.push_back(b);
+          image_bytes += it->second;
         }
       }
       if (given.empty() && staged_to_take.empty()) return absl::OkStatus();  // nothing to do
@@ -792,6 +853,39 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
       if (!s.ok()) return s;
       return txn;
     }
+  }
+  // What ends the commit, in the batch that is written with sync: the header (its presence
+  // is the commit) and the deletion of the staged records it supersedes.
+  auto put_tail = [&](rocksdb::WriteBatch* batch) {
+    TxnHeader header;
+    header.lsn = txn.lsn;
+    header.mapping_id = mapping_id;
+    header.contents = txn.contents;
+    header.blocks.reserve(txn.blocks.size());
+    for (const CommittedBlock& cb : txn.blocks) {
+      header.blocks.push_back({cb.block, cb.length, cb.crc});
+    }
+    batch->Put(ToSlice(TxnHeaderKey(txn.lsn)), ToSlice(EncodeTxnHeader(header)));
+    for (uint64_t b : staged_to_delete) batch->Delete(ToSlice(StagedKey(mapping_id, b)));
+  };
+  auto settle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (uint64_t b : staged_to_delete) {
+      auto it = staged_.find({mapping_id, b});
+      staged_bytes_ -= it->second;
+      staged_.erase(it);
+    }
+    PendingTxn& p = pending_[txn.lsn];
+    p.mapping_id = mapping_id;
+    p.contents = txn.contents;
+    p.blocks.reserve(txn.blocks.size());
+    for (const CommittedBlock& cb : txn.blocks) p.blocks.push_back(cb.block);
+    ++unapplied_;
+    ++commits_;
+  };
+  if (txn.contents == Contents::kData && commit_batch_bytes_ != 0 &&
+      image_bytes > commit_batch_bytes_) {
+    RETURN_IF_ERROR(CommitStreamed(&txn, given, staged_to_take, put_tail, &claim, settle));
+    return txn;
   }
   absl::Cleanup release = [this, &claim] {
     absl::MutexLock l(&mu_);
@@ -806,6 +900,7 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   std::vector<absl::string_view> images;
   images.reserve(given.size() + staged_to_take.size());
   size_t gi = 0, si = 0;
+  std::string value;
   while (gi < given.size() || si < staged_to_take.size()) {
     CommittedBlock cb;
     if (si == staged_to_take.size() ||
@@ -818,15 +913,7 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
       images.push_back(b.data);
     } else {
       cb.block = staged_to_take[si++];
-      const std::string key = StagedKey(mapping_id, cb.block);
-      std::string value;
-      rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), ToSlice(key), &value);
-      if (rs.IsNotFound()) {
-        return absl::DataLossError(absl::StrCat("journal ", dir_, ": staged block ", cb.block,
-                                                " of mapping ", mapping_id, " vanished"));
-      }
-      RETURN_IF_ERROR(FromRocksDb(rs, absl::StrCat("read staged block in journal ", dir_)));
-      ASSIGN_OR_RETURN(StagedBlock staged, DecodeStaged(key, value));
+      ASSIGN_OR_RETURN(StagedBlock staged, ReadStagedRecord(mapping_id, cb.block, &value));
       cb.data.assign(staged.data.data(), staged.data.size());
       cb.crc = staged.crc;
       cb.length = static_cast<uint32_t>(cb.data.size());
@@ -838,55 +925,126 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
     if (images[i].data() == nullptr) images[i] = out[i].data;
   }
 
-  TxnHeader header;
-  header.lsn = txn.lsn;
-  header.mapping_id = mapping_id;
-  header.contents = txn.contents;
-  header.blocks.reserve(out.size());
-  for (const CommittedBlock& cb : out) header.blocks.push_back({cb.block, cb.length, cb.crc});
-
   // At least (about) its final size, reused from an earlier commit when one is kept
   // (TakeBatch): a batch grown by doubling discards buffers of up to half its size, and
   // glibc keeps freed blocks in the committing thread's arena.
-  const std::string header_key = TxnHeaderKey(txn.lsn), header_value = EncodeTxnHeader(header);
-  size_t reserve = 64 + header_key.size() + header_value.size() + 48 * staged_to_delete.size();
+  size_t reserve = 64 + 17 * out.size() + 48 * staged_to_delete.size();
   if (txn.contents == Contents::kData) {
     for (const CommittedBlock& cb : out) reserve += 64 + cb.length;  // key, image header
   }
   std::unique_ptr<rocksdb::WriteBatch> pooled = TakeBatch(reserve);
   absl::Cleanup give_back = [&] { ReturnBatch(std::move(pooled)); };
   rocksdb::WriteBatch& batch = *pooled;
-  batch.Put(ToSlice(header_key), ToSlice(header_value));
   if (txn.contents == Contents::kData) {
-    for (size_t i = 0; i < out.size(); ++i) {
-      const CommittedBlock& cb = out[i];
-      // EncodeTxnPayload's bytes, from the CRC computed above and the image in place.
-      const std::string key = TxnPayloadKey(txn.lsn, cb.block);
-      const std::string head = TxnPayloadHeader(cb.crc, cb.length);
-      const rocksdb::Slice key_part = ToSlice(key);
-      const rocksdb::Slice value_parts[2] = {ToSlice(head), ToSlice(images[i])};
-      batch.Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
-    }
+    for (size_t i = 0; i < out.size(); ++i) PutPayload(&batch, txn.lsn, out[i], images[i]);
   }
-  for (uint64_t b : staged_to_delete) batch.Delete(ToSlice(StagedKey(mapping_id, b)));
+  put_tail(&batch);
   // The commit point: header, payloads and staged deletions reach the WAL as one record.
   std::move(release).Cancel();  // WriteAndSettle releases the claim
-  RETURN_IF_ERROR(WriteAndSettle(
-      &batch, /*sync=*/true, absl::StrCat("commit transaction ", txn.lsn), &claim,
-      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        for (uint64_t b : staged_to_delete) {
-          auto it = staged_.find({mapping_id, b});
-          staged_bytes_ -= it->second;
-          staged_.erase(it);
-        }
-        PendingTxn& p = pending_[txn.lsn];
-        p.mapping_id = mapping_id;
-        p.contents = txn.contents;
-        for (const CommittedBlock& cb : out) p.blocks.push_back(cb.block);
-        ++unapplied_;
-        ++commits_;
-      }));
+  RETURN_IF_ERROR(WriteAndSettle(&batch, /*sync=*/true,
+                                 absl::StrCat("commit transaction ", txn.lsn), &claim, settle));
   return txn;
+}
+
+absl::Status Journal::CommitStreamed(Transaction* txn, absl::Span<const BlockWrite* const> given,
+                                     absl::Span<const uint64_t> staged_to_take,
+                                     absl::FunctionRef<void(rocksdb::WriteBatch*)> tail,
+                                     const Claim* claim, absl::FunctionRef<void()> on_success) {
+  const uint64_t lsn = txn->lsn;
+  txn->images_in_journal = true;
+  txn->blocks.reserve(given.size() + staged_to_take.size());
+  std::unique_ptr<rocksdb::WriteBatch> pooled =
+      TakeBatch(std::min<size_t>(commit_batch_bytes_, kSpareBatchBytes) + (64 << 10));
+  absl::Cleanup give_back = [&] { ReturnBatch(std::move(pooled)); };
+  rocksdb::WriteBatch& batch = *pooled;
+  bool payloads_written = false;
+  // The staged images are read in one ordered pass over the mapping's staged records (their
+  // keys are in block order, as staged_to_take is), not a lookup each: a lookup reads a
+  // whole 64 KiB table block for one image. Not kept in RocksDB's block cache: read once.
+  const std::string staged_end = StagedMappingEnd(txn->mapping_id);
+  const rocksdb::Slice staged_upper = ToSlice(staged_end);
+  rocksdb::ReadOptions sro;
+  sro.fill_cache = false;
+  sro.readahead_size = 1 << 20;
+  sro.iterate_upper_bound = &staged_upper;
+  std::unique_ptr<rocksdb::Iterator> staged_it;
+  if (!staged_to_take.empty()) {
+    staged_it.reset(db_->NewIterator(sro));
+    staged_it->Seek(ToSlice(StagedKey(txn->mapping_id, staged_to_take.front())));
+  }
+  // The staged record of `block`, the iterator's next wanted one: steps over the staged
+  // records it does not take (blocks also given).
+  auto next_staged = [&](uint64_t block) -> absl::StatusOr<StagedBlock> {
+    const std::string key = StagedKey(txn->mapping_id, block);
+    while (staged_it->Valid() && staged_it->key().compare(ToSlice(key)) < 0) staged_it->Next();
+    RETURN_IF_ERROR(FromRocksDb(staged_it->status(), absl::StrCat("read journal ", dir_)));
+    if (!staged_it->Valid() || staged_it->key().compare(ToSlice(key)) != 0) {
+      return absl::DataLossError(absl::StrCat("journal ", dir_, ": staged block ", block,
+                                              " of mapping ", txn->mapping_id, " vanished"));
+    }
+    return DecodeStaged(ToView(staged_it->key()), ToView(staged_it->value()));
+  };
+  // The payloads, merged in block order, written whenever the batch holds commit_batch_bytes_.
+  absl::Status s = [&]() -> absl::Status {
+    size_t gi = 0, si = 0;
+    while (gi < given.size() || si < staged_to_take.size()) {
+      CommittedBlock cb;
+      if (si == staged_to_take.size() ||
+          (gi < given.size() && given[gi]->block < staged_to_take[si])) {
+        const BlockWrite& b = *given[gi++];
+        cb.block = b.block;
+        cb.length = static_cast<uint32_t>(b.data.size());
+        cb.crc = crc32c::Value(b.data.data(), b.data.size());
+        PutPayload(&batch, lsn, cb, b.data);
+      } else {
+        cb.block = staged_to_take[si++];
+        ASSIGN_OR_RETURN(StagedBlock staged, next_staged(cb.block));
+        cb.crc = staged.crc;
+        cb.length = static_cast<uint32_t>(staged.data.size());
+        PutPayload(&batch, lsn, cb, staged.data);
+      }
+      txn->blocks.push_back(std::move(cb));
+      if (batch.GetDataSize() < commit_batch_bytes_) continue;
+      // Not synced, not committed: without the header these records are nothing (the next
+      // Open deletes them), and the header's synced write makes them durable with it.
+      {
+        absl::MutexLock l(&mu_);
+        RETURN_IF_ERROR(WritableLocked());
+      }
+      absl::Status w = Write(&batch, /*sync=*/false,
+                             absl::StrCat("write payloads of transaction ", lsn));
+      {
+        absl::MutexLock l(&mu_);
+        if (!w.ok()) PoisonLocked(w);
+        if (w.ok()) bytes_written_ += batch.GetDataSize();
+      }
+      RETURN_IF_ERROR(w);
+      payloads_written = true;
+      UMAP_CRASH_POINT("journal.mid_stream");
+      batch.Clear();
+    }
+    return absl::OkStatus();
+  }();
+  if (!s.ok()) {
+    // Not committed. Payloads already written are deleted (unsynced; if this is lost or
+    // fails, the next Open deletes them: they have no header).
+    absl::Status undo;
+    if (payloads_written) {
+      rocksdb::WriteBatch drop;
+      drop.DeleteRange(ToSlice(TxnPayloadKey(lsn, 0)), ToSlice(TxnPayloadKey(lsn + 1, 0)));
+      undo = Write(&drop, /*sync=*/false, absl::StrCat("drop payloads of transaction ", lsn));
+    }
+    absl::MutexLock l(&mu_);
+    ReleaseLocked(claim);
+    if (!undo.ok()) PoisonLocked(undo);
+    return s;
+  }
+  staged_it.reset();  // it pins the memtables and tables it read
+  tail(&batch);
+  // The commit point: the header, with the last payloads and the staged deletions, synced
+  // (which makes the earlier payload batches durable too: the WAL is written in order).
+  return WriteAndSettle(&batch, /*sync=*/true, absl::StrCat("commit transaction ", lsn), claim,
+                        on_success);
 }
 
 // ---- apply and GC ------------------------------------------------------------------------
@@ -1024,6 +1182,27 @@ absl::StatusOr<Transaction> Journal::ReadTransaction(uint64_t lsn) {
     txn.blocks.push_back(std::move(cb));
   }
   return txn;
+}
+
+absl::Status Journal::ReadImage(uint64_t lsn, const CommittedBlock& entry, absl::Span<char> dst) {
+  const std::string key = TxnPayloadKey(lsn, entry.block);
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs =
+      db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(), ToSlice(key), &value);
+  if (rs.IsNotFound()) {
+    return absl::NotFoundError(absl::StrCat("journal ", dir_, ": transaction ", lsn,
+                                            " has no image of block ", entry.block));
+  }
+  RETURN_IF_ERROR(FromRocksDb(rs, absl::StrCat("read image in journal ", dir_)));
+  ASSIGN_OR_RETURN(TxnPayload p, DecodeTxnPayload(key, ToView(value)));
+  if (p.crc != entry.crc || p.data.size() != entry.length) {
+    return absl::DataLossError(absl::StrCat(
+        "journal ", dir_, ": image of block ", entry.block, " of transaction ", lsn, " has ",
+        p.data.size(), " bytes, crc ", p.crc, "; its transaction lists ", entry.length,
+        " bytes, crc ", entry.crc));
+  }
+  std::memcpy(dst.data(), p.data.data(), std::min(p.data.size(), dst.size()));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Transaction>> Journal::PendingTransactions() {

@@ -4,10 +4,11 @@
 // Protocol, as the runtime uses it:
 //   RegisterMapping  once per writable mapping (durable on return);
 //   Stage            atomic policy: spill an evicted dirty block (not durable, not committed);
-//   Commit           log a transaction: one RocksDB WriteBatch written with sync=true. When it
-//                    returns OK the transaction is committed (survives process and node
-//                    crash). The caller then applies the returned block images to the file
-//                    and fdatasyncs it;
+//   Commit           log a transaction: one RocksDB WriteBatch written with sync=true (a
+//                    large one: its payloads first, in batches without sync, then the header
+//                    with sync). When it returns OK the transaction is committed (survives
+//                    process and node crash). The caller then applies the block images to
+//                    the file and fdatasyncs it;
 //   MarkApplied      after that fdatasync: the records are deleted lazily (no sync);
 //   PendingLsns / ReadTransaction / PendingTransactions  committed transactions whose
 //                    records remain, in LSN order: what recovery or a retry (re)applies.
@@ -102,6 +103,13 @@ struct JournalOptions {
   // be read, before and after the damage (RocksDB's kSkipAnyCorruptedRecords); commits in
   // the unreadable bytes are lost. Only on the operator's word (umap-recover --salvage).
   bool salvage = false;
+  // A data-mode transaction whose images add up to more than this is written in several
+  // WriteBatches: its payload records first, without sync, in batches of about this size;
+  // then its header with the last payloads and the staged deletions, with sync (the commit
+  // point; docs/journal_format.md §5.2). What one commit holds in memory (its batch, and
+  // RocksDB's memtable) is then bounded whatever the transaction's size, and Commit returns
+  // it without images (Transaction::images_in_journal). 0: no limit (one batch always).
+  size_t commit_batch_bytes = size_t{8} << 20;
 };
 
 using MappingInfo = MappingRecord;
@@ -128,6 +136,10 @@ struct Transaction {
   uint64_t mapping_id = 0;
   Contents contents = Contents::kData;
   std::vector<CommittedBlock> blocks;  // strictly increasing block numbers
+  // No block holds its image (`data` empty; `length` and `crc` set): a commit written in
+  // several batches (JournalOptions::commit_batch_bytes) returns none, and a reader that
+  // wants the images reads them from the journal (ReadImage, NewPendingReader).
+  bool images_in_journal = false;
   friend bool operator==(const Transaction&, const Transaction&) = default;
 };
 
@@ -211,10 +223,12 @@ class Journal {
   // Commits one transaction of `mapping_id`: the images in `blocks` plus every staged block
   // of the mapping with first_block <= block < end_block (a block both staged and in
   // `blocks` takes the `blocks` version). All staged records it supersedes (those in the
-  // range and those of any block in `blocks`) are deleted in the same WriteBatch, which is
-  // written with sync=true. Returns the transaction with every image, for the caller to
-  // apply, then MarkApplied. If there is nothing to commit, writes nothing and returns a
-  // Transaction with lsn == kNoLsn.
+  // range and those of any block in `blocks`) are deleted in the same WriteBatch as the
+  // header, which is written with sync=true. Returns the transaction with every image, for
+  // the caller to apply, then MarkApplied; a transaction over commit_batch_bytes is written
+  // in several batches (payloads first, crash point "journal.mid_stream" after each) and
+  // returned without images (images_in_journal). If there is nothing to commit, writes
+  // nothing and returns a Transaction with lsn == kNoLsn.
   // Errors: kNotFound (mapping), kInvalidArgument (empty or oversized image, a block listed
   // twice, first_block > end_block), kDataLoss (a staged record is corrupt; nothing was
   // written), a converted RocksDB error (the journal is then poisoned; the commit is
@@ -252,6 +266,10 @@ class Journal {
   // kNotFound: no such transaction (never committed, or applied and deleted). kDataLoss:
   // a record is corrupt or missing.
   absl::StatusOr<Transaction> ReadTransaction(uint64_t lsn);
+  // Copies the image of `entry`, a block of committed transaction `lsn` (as its header or
+  // Commit listed it), into dst (at most dst.size() bytes), checked against entry's length
+  // and CRC. kNotFound: no such payload. kDataLoss: corrupt or not matching.
+  absl::Status ReadImage(uint64_t lsn, const CommittedBlock& entry, absl::Span<char> dst);
   // ReadTransaction of every PendingLsns() entry. Holds all images in memory: recovery of a
   // large journal streams them through NewPendingReader instead. A transaction deleted while
   // this runs (marked applied) is left out.
@@ -293,12 +311,30 @@ class Journal {
   using StagedId = std::pair<uint64_t, uint64_t>;  // (mapping id, block)
   using DirId = std::pair<uint64_t, uint64_t>;     // (device, inode) of the directory
 
-  Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
+  Journal(std::string dir, DirId dir_id, uint64_t staged_quota, uint64_t commit_batch_bytes,
           std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
           std::shared_ptr<Listener> listener, std::shared_ptr<rocksdb::Statistics> statistics,
           rocksdb::DB* db);
 
   absl::Status Recover(bool keep_staged, bool read_only);
+  // Part of Recover: deletes the payload records whose transaction has no header (a
+  // streamed commit cut short by a crash or a write error; never committed), and keeps
+  // their LSNs from being handed out again. A read-only open only steps over them.
+  absl::Status DropOrphanPayloads(bool read_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The staged record of (mapping_id, block), read into *value; the result views it.
+  // kDataLoss: missing (the caller's index says it is there) or corrupt.
+  absl::StatusOr<StagedBlock> ReadStagedRecord(uint64_t mapping_id, uint64_t block,
+                                               std::string* value);
+  // Commit's writing of a transaction over commit_batch_bytes_: the payloads in batches
+  // without sync, then `tail` (header and staged deletions) with the last of them, synced
+  // by WriteAndSettle. Staged images are read here, in one ordered pass. On an error after a
+  // payload batch was written, those payloads are deleted again (or, if even that fails,
+  // by the next Open); `claim` is released in every case.
+  absl::Status CommitStreamed(Transaction* txn, absl::Span<const BlockWrite* const> given,
+                              absl::Span<const uint64_t> staged_to_take,
+                              absl::FunctionRef<void(rocksdb::WriteBatch*)> tail,
+                              const Claim* claim, absl::FunctionRef<void()> on_success)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CheckOwnerWith(bool fresh_ok);
   // A clean close moves the log into a table file (a RocksDB flush), so that a closed
   // journal's records are all in block-checksummed tables and none is in a WAL tail, where
@@ -337,6 +373,7 @@ class Journal {
   const std::string dir_;
   const DirId dir_id_;
   const uint64_t staged_quota_;
+  const uint64_t commit_batch_bytes_;  // 0: no limit
   // Null for a read-only open. Declared before env_: the FencedFs inside env_ uses it.
   const std::unique_ptr<JournalFence> fence_;
   const std::unique_ptr<rocksdb::Env> env_;  // the composite Env over JournalOptions::fs

@@ -220,7 +220,8 @@ bool CacheSizer::Tick(uint64_t now_us, bool pressure_event) {
       EndEpoch();
     }
   });
-  if (pressure_event || now_us - last_probe_us_ >= uint64_t{options_.probe_ms} * 1000) {
+  if (pressure_event || reprobe_.exchange(false, std::memory_order_relaxed) ||
+      now_us - last_probe_us_ >= uint64_t{options_.probe_ms} * 1000) {
     ProbeMemory(now_us);
   }
   BlockPool& pool = rt_->pool();

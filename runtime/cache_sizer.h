@@ -113,6 +113,18 @@ class CacheSizer {
   // in the clock's first sweep while another mapping holds more than its share.
   bool quotas_active() const { return quotas_active_.load(std::memory_order_relaxed); }
 
+  // Memory about to be held outside the cache for a while (a large umsync's journal
+  // traffic): counted against the cache's allowance from the sizer's next tick (which
+  // samples memory again) until Release, so that the cache shrinks to make room.
+  void Reserve(uint64_t bytes) {
+    budget_.Reserve(bytes);
+    reprobe_.store(true, std::memory_order_relaxed);
+  }
+  void Release(uint64_t bytes) {
+    budget_.Release(bytes);
+    reprobe_.store(true, std::memory_order_relaxed);
+  }
+
   BufferArena& parks() { return parks_; }
   MemoryBudget& budget() { return budget_; }
   const MemoryProbe& probe() const { return *probe_; }
@@ -166,6 +178,7 @@ class CacheSizer {
   uint32_t next_mapping_ = 0;  // round robin of parking
   uint64_t blocked_seen_ = 0;
   uint64_t last_probe_us_ = 0, last_epoch_us_ = 0;
+  std::atomic<bool> reprobe_{false};  // Reserve/Release: sample memory at the next tick
   bool probe_error_logged_ = false;
 
   int stop_fd_ = -1;

@@ -185,15 +185,11 @@ constexpr uint64_t kMaxAppliedUnsyncedBytes = 8ull << 20;
 // chaos worker writing a 256 KiB mapping grow past its 32 MiB bound).
 constexpr uint64_t kApplierUnsyncedBytes = 1ull << 20;
 
+// Image bytes of the transaction (to write to the file; held in memory unless
+// images_in_journal).
 uint64_t Bytes(const journal::Transaction& t) {
   uint64_t n = 0;
-  for (const auto& b : t.blocks) n += b.data.size();
-  return n;
-}
-
-uint64_t Bytes(absl::Span<const BlockImage> images) {
-  uint64_t n = 0;
-  for (const BlockImage& im : images) n += im.data.size();
+  for (const auto& b : t.blocks) n += b.length;
   return n;
 }
 
@@ -207,20 +203,61 @@ std::vector<BlockImage> ImagesOf(const journal::Transaction& t) {
   return images;
 }
 
-// Newest first: the image of `block` in the newest transaction of `txns` that has one.
-bool CopyNewest(const std::map<uint64_t, journal::Transaction>& txns, uint64_t block,
-                absl::Span<char> dst) {
+// Bytes of images a transaction held only in the journal (images_in_journal) is applied
+// in: read back, written, the buffer reused.
+constexpr size_t kReadBackBytes = size_t{1} << 20;
+}  // namespace
+
+absl::StatusOr<bool> JournalWriteBack::CopyNewest(
+    const std::map<uint64_t, journal::Transaction>& txns, uint64_t block, absl::Span<char> dst) {
   for (auto it = txns.rbegin(); it != txns.rend(); ++it) {
-    for (const journal::CommittedBlock& b : it->second.blocks) {
-      if (b.block == block && !b.data.empty()) {
-        std::memcpy(dst.data(), b.data.data(), std::min(b.data.size(), dst.size()));
-        return true;
-      }
+    const std::vector<journal::CommittedBlock>& blocks = it->second.blocks;
+    auto b = std::lower_bound(blocks.begin(), blocks.end(), block,
+                              [](const journal::CommittedBlock& c, uint64_t x) { return c.block < x; });
+    if (b == blocks.end() || b->block != block) continue;
+    if (it->second.images_in_journal) {
+      const uint64_t lsn = it->first;
+      RETURN_IF_ERROR(journal_->Read(
+          [&](journal::Journal& j) { return j.ReadImage(lsn, *b, dst); }));
+      return true;
     }
+    if (b->data.empty()) continue;  // intent mode: the journal holds no image
+    std::memcpy(dst.data(), b->data.data(), std::min(b->data.size(), dst.size()));
+    return true;
   }
   return false;
 }
-}  // namespace
+
+absl::Status JournalWriteBack::WriteTransaction(const journal::Transaction& t,
+                                                bool one_at_a_time) {
+  auto crash_point = [] { UMAP_CRASH_POINT("apply.mid_write"); };
+  if (!t.images_in_journal) {
+    return WriteImages(file_, block_size_, ImagesOf(t), crash_point, one_at_a_time);
+  }
+  // The images are read back in block order, a buffer at a time, each buffer written
+  // before the next is read. (The transaction's blocks are distinct, so the order of
+  // writes within it is free, as for one held in memory.)
+  return journal_->Read([&](journal::Journal& j) -> absl::Status {
+    journal::PendingReaderOptions options;
+    std::unique_ptr<journal::PendingReader> reader = j.NewPendingReader(options);
+    std::vector<char> buf(std::min<uint64_t>(kReadBackBytes, Bytes(t)));
+    std::vector<BlockImage> images;
+    size_t used = 0;
+    for (const journal::CommittedBlock& b : t.blocks) {
+      if (used + b.length > buf.size()) {
+        RETURN_IF_ERROR(WriteImages(file_, block_size_, images, crash_point, one_at_a_time));
+        images.clear();
+        used = 0;
+      }
+      ASSIGN_OR_RETURN(absl::string_view image,
+                       reader->ReadImage(t.lsn, journal::TxnBlock{b.block, b.length, b.crc}));
+      std::memcpy(buf.data() + used, image.data(), image.size());
+      images.push_back({b.block, absl::MakeConstSpan(buf.data() + used, image.size())});
+      used += image.size();
+    }
+    return WriteImages(file_, block_size_, images, crash_point, one_at_a_time);
+  });
+}
 
 uint64_t JournalWriteBack::Backlog() const {
   uint64_t n = 0;
@@ -270,9 +307,9 @@ absl::StatusOr<bool> JournalWriteBack::ReadEvicted(uint64_t block, absl::Span<ch
     return true;
   }
   // Then the committed ones not yet written: unapplied_ is newer than the applier's batch.
-  if (CopyNewest(unapplied_, block, dst) || CopyNewest(applying_, block, dst) ||
-      CopyNewest(syncing_, block, dst)) {
-    return true;
+  for (const auto* txns : {&unapplied_, &applying_, &syncing_}) {
+    ASSIGN_OR_RETURN(bool found, CopyNewest(*txns, block, dst));
+    if (found) return true;
   }
   return false;  // the file holds the newest version
 }
@@ -414,10 +451,8 @@ absl::Status JournalWriteBack::ApplyBatch() {
   // touches applying_'s contents while applier_busy_, and nobody else writes the file.
   apply_mu_.Unlock();
   for (const auto& [lsn, t] : applying_) {
-    const std::vector<BlockImage> images = ImagesOf(t);
     // In LSN order, one transaction after the other, as ApplyPending.
-    s = WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); },
-                    applier_writes_one_at_a_time_);
+    s = WriteTransaction(t, applier_writes_one_at_a_time_);
     if (!s.ok()) break;
   }
   apply_mu_.Lock();
@@ -442,13 +477,10 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   if (!unapplied_.empty()) RETURN_IF_ERROR(CheckOwnerBeforeApply());
   // Apply in LSN order; stop at the first failure so no block is applied out of order.
   for (auto it = unapplied_.begin(); it != unapplied_.end();) {
-    const journal::Transaction& t = it->second;
-    const std::vector<BlockImage> images = ImagesOf(t);
     // One transaction's writes may be in flight together (its blocks are distinct); the
     // next transaction starts only after they all returned, so two versions of one block
     // are never written out of LSN order.
-    RETURN_IF_ERROR(WriteImages(file_, block_size_, images,
-                                [] { UMAP_CRASH_POINT("apply.mid_write"); }));
+    RETURN_IF_ERROR(WriteTransaction(it->second, /*one_at_a_time=*/false));
     applied_unsynced_bytes_ += Bytes(it->second);
     applied_unsynced_.insert(unapplied_.extract(it++));
   }
@@ -461,34 +493,39 @@ absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
                                            absl::Span<const journal::BlockWrite> given) {
   // What ApplyPending and SyncFileAndMark do for one transaction when nothing older is
   // pending, with the same crash points, from the caller's images where the transaction
-  // holds none (the blocks it took from staging it holds). On a failure the transaction is
+  // holds none (the blocks it took from staging it holds; a transaction committed in several
+  // batches holds none and is read back from the journal). On a failure the transaction is
   // kept as they keep it, with its images copied in now: the caller's go when it returns.
   const uint64_t lsn = txn.lsn;
   std::vector<BlockImage> images;
-  images.reserve(txn.blocks.size());
-  size_t g = 0;  // `given` and txn.blocks are both in block order
-  std::vector<const journal::BlockWrite*> sorted(given.size());
-  for (size_t i = 0; i < given.size(); ++i) sorted[i] = &given[i];
-  std::sort(sorted.begin(), sorted.end(),
-            [](const auto* a, const auto* b) { return a->block < b->block; });
   std::vector<absl::string_view> views(txn.blocks.size());
-  for (size_t i = 0; i < txn.blocks.size(); ++i) {
-    const journal::CommittedBlock& b = txn.blocks[i];
-    while (g < sorted.size() && sorted[g]->block < b.block) ++g;
-    views[i] = b.data.empty() && g < sorted.size() && sorted[g]->block == b.block
-                   ? sorted[g]->data
-                   : absl::string_view(b.data);
-    images.push_back({b.block, absl::MakeConstSpan(views[i].data(), views[i].size())});
+  if (!txn.images_in_journal) {
+    images.reserve(txn.blocks.size());
+    size_t g = 0;  // `given` and txn.blocks are both in block order
+    std::vector<const journal::BlockWrite*> sorted(given.size());
+    for (size_t i = 0; i < given.size(); ++i) sorted[i] = &given[i];
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto* a, const auto* b) { return a->block < b->block; });
+    for (size_t i = 0; i < txn.blocks.size(); ++i) {
+      const journal::CommittedBlock& b = txn.blocks[i];
+      while (g < sorted.size() && sorted[g]->block < b.block) ++g;
+      views[i] = b.data.empty() && g < sorted.size() && sorted[g]->block == b.block
+                     ? sorted[g]->data
+                     : absl::string_view(b.data);
+      images.push_back({b.block, absl::MakeConstSpan(views[i].data(), views[i].size())});
+    }
   }
   auto keep = [&] {
-    for (size_t i = 0; i < txn.blocks.size(); ++i) {
+    for (size_t i = 0; i < txn.blocks.size() && !txn.images_in_journal; ++i) {
       if (txn.blocks[i].data.empty()) txn.blocks[i].data.assign(views[i].data(), views[i].size());
     }
     unapplied_.emplace(lsn, std::move(txn));
   };
   absl::Status s = CheckOwnerBeforeApply();
   if (s.ok()) {
-    s = WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); });
+    s = txn.images_in_journal
+            ? WriteTransaction(txn, /*one_at_a_time=*/false)
+            : WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); });
   }
   if (s.ok()) s = file_->Sync();
   if (!s.ok()) {
@@ -497,7 +534,7 @@ absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
   }
   UMAP_CRASH_POINT("apply.after_sync");
   to_mark_.push_back(lsn);
-  to_mark_bytes_ += Bytes(images);
+  to_mark_bytes_ += Bytes(txn);
   return MarkAppliedBatch(/*force=*/false);
 }
 

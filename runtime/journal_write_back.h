@@ -186,6 +186,14 @@ class JournalWriteBack final : public WriteBack {
   absl::Status ApplyDirect(journal::Transaction txn, absl::Span<const journal::BlockWrite> given)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   absl::Status SyncFileAndMark(bool release_lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Writes the images of committed transaction `t` to the file (not synced): from memory,
+  // or, when the journal alone holds them (images_in_journal: a commit written in several
+  // batches), read back from it a few MiB at a time, in block order.
+  absl::Status WriteTransaction(const journal::Transaction& t, bool one_at_a_time);
+  // Copies into dst the image of `block` in the newest transaction of `txns` that has one
+  // (reading it from the journal when only the journal holds it); false: none has.
+  absl::StatusOr<bool> CopyNewest(const std::map<uint64_t, journal::Transaction>& txns,
+                                  uint64_t block, absl::Span<char> dst);
   // Payload bytes of unapplied_ and applying_ (a few dozen transactions at most).
   uint64_t Backlog() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also

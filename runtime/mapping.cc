@@ -1036,13 +1036,18 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   }
   const uint64_t started = sync_tickets_.load(std::memory_order_acquire);
   sync_started_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
-  // Atomic policy: the whole range is one transaction. Otherwise the range is synced in
-  // chunks, so the capture buffer stays bounded (16 MiB) whatever the range's size.
-  const uint64_t chunk =
-      write_back_->keeps_evicted() ? end - first : std::max<uint64_t>(1, (16u << 20) / block_size_);
+  // The capture buffer holds at most umsync_chunk_bytes whatever the range's size. Atomic
+  // policy: the whole range is one transaction (SyncStaging). Otherwise the range is synced
+  // in chunks of that many bytes of blocks.
+  const size_t chunk_bytes = std::max<size_t>(rt_->options().umsync_chunk_bytes, block_size_);
   absl::Status status;
-  for (uint64_t c = first; c < end && status.ok(); c += chunk) {
-    status = SyncChunk(c, std::min(end, c + chunk), /*last=*/c + chunk >= end);
+  if (write_back_->keeps_evicted()) {
+    status = SyncStaging(first, end, chunk_bytes);
+  } else {
+    const uint64_t chunk = chunk_bytes / block_size_;
+    for (uint64_t c = first; c < end && status.ok(); c += chunk) {
+      status = SyncChunk(c, std::min(end, c + chunk), /*last=*/c + chunk >= end);
+    }
   }
   sync_end_.store(0, std::memory_order_release);
   sync_first_.store(0, std::memory_order_release);
@@ -1056,11 +1061,14 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   return status;
 }
 
-absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
+absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
+                                  size_t max_bytes, uint64_t* next) {
+  if (next != nullptr) *next = end;
   // Size the buffer once from a first look at the dirty bits (blocks dirtied meanwhile
   // still fit: the vector grows), instead of doubling it block by block.
   uint64_t expect = 0;
   for (uint64_t b = first; b < end; ++b) expect += table_.Load(b).dirty();
+  expect = std::min<uint64_t>(expect, max_bytes / block_size_ + 1);
   cap->Reserve(expect * block_size_);
   cap->blocks.reserve(expect);
   // Dirty blocks are locked in ascending order (as fills lock theirs), up to kMaxBatch at a
@@ -1074,6 +1082,7 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
   constexpr uint64_t kMaxSpan = 8192;
   uint64_t batch_blocks[kMaxBatch], batch_entries[kMaxBatch];
   int n = 0;
+  size_t taken = 0;  // image bytes captured by this call
   const size_t page = rt_->page_size();
   auto flush = [&]() -> absl::Status {
     if (n == 0) return absl::OkStatus();
@@ -1113,6 +1122,13 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap) {
       table_.Unlock(b, e.v);
       continue;
     }
+    if (next != nullptr && taken > 0 && taken + ValidBytes(b) > max_bytes) {
+      // Full: this block is the next call's first.
+      table_.Unlock(b, e.v);
+      *next = b;
+      break;
+    }
+    taken += ValidBytes(b);
     batch_blocks[n] = b;
     batch_entries[n++] = e.v;
   }
@@ -1169,6 +1185,68 @@ void Mapping::ReleaseCaptured(const Capture& cap, uint64_t add) {
   }
 }
 
+std::vector<BlockImage> Mapping::ImagesOf(const Capture& cap) const {
+  std::vector<BlockImage> images;
+  images.reserve(cap.blocks.size());
+  for (const Captured& c : cap.blocks) {
+    images.push_back(
+        {first_file_block() + c.block, absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
+  }
+  return images;
+}
+
+namespace {
+// What a umsync of more than one chunk makes the journal hold besides its chunk, measured
+// (docs/performance.md, "A umsync larger than memory"): RocksDB's memtables and the table
+// builders and compactions of the records it writes, and malloc arenas that keep some of
+// it after it is freed. The chunk itself, staged, committed and read back, is counted
+// four times on top.
+constexpr uint64_t kLargeUmsyncJournalBytes = uint64_t{24} << 20;
+}  // namespace
+
+absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes) {
+  sync_first_.store(first, std::memory_order_release);
+  sync_end_.store(end, std::memory_order_release);
+  Capture& cap = capture_;
+  absl::Cleanup reset = [&cap] { cap.Reset(); };
+  // Reserved in the memory budget once the umsync turns out larger than a chunk, until it
+  // ends: lazy sizing then shrinks the cache as the staged chunks become evictable, and the
+  // journal's traffic fits where the cache was.
+  uint64_t reserved = 0;
+  absl::Cleanup release = [&] {
+    if (reserved != 0) rt_->sizer()->Release(reserved);
+  };
+  for (uint64_t b = first;;) {
+    uint64_t next = end;
+    WriteBackResult r{CaptureDirty(b, end, &cap, chunk_bytes, &next)};
+    if (r.ok()) r.status = WaitForShadows(b, next);
+    if (r.ok() && next < end && reserved == 0 && rt_->sizer() != nullptr) {
+      reserved = kLargeUmsyncJournalBytes + 4 * uint64_t{chunk_bytes};
+      rt_->sizer()->Reserve(reserved);
+    }
+    if (r.ok() && next < end) {
+      // A full chunk with more to come: staged like an evicted block (uncommitted; the
+      // blocks become clean and evictable, a miss reads the staged image), for the commit
+      // below to take with the rest of the range.
+      r = write_back_->Evicted(ImagesOf(cap));
+      if (!r.ok()) {
+        // This chunk's blocks are dirty again; the chunks staged before stay staged, as
+        // evicted blocks do: a later umsync commits them all.
+        SettleCapture(cap, b, next, r);
+        return r.status;
+      }
+      ReleaseCaptured(cap, Table::kStaged);
+      cap.Reset();
+      b = next;
+      continue;
+    }
+    if (r.ok()) r = write_back_->Sync(ImagesOf(cap), first_file_block() + first,
+                                      first_file_block() + end);
+    SettleCapture(cap, first, end, r);
+    return r.status;
+  }
+}
+
 absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
   sync_first_.store(first, std::memory_order_release);
   sync_end_.store(end, std::memory_order_release);
@@ -1182,13 +1260,7 @@ absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
     return absl::OkStatus();
   }
   if (r.ok()) {
-    std::vector<BlockImage> images;
-    images.reserve(cap.blocks.size());
-    for (const Captured& c : cap.blocks) {
-      images.push_back(
-          {first_file_block() + c.block, absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
-    }
-    r = write_back_->Sync(images, first_file_block() + first, first_file_block() + end);
+    r = write_back_->Sync(ImagesOf(cap), first_file_block() + first, first_file_block() + end);
   }
   SettleCapture(cap, first, end, r);
   return r.status;
@@ -1209,20 +1281,19 @@ absl::Status Mapping::StageDirty() {
   RETURN_IF_ERROR(WaitForShadows(0, table_.size()));
   Capture& cap = capture_;
   absl::Cleanup reset = [&cap] { cap.Reset(); };
-  RETURN_IF_ERROR(CaptureDirty(0, table_.size(), &cap));
-  if (cap.blocks.empty()) return absl::OkStatus();
-  std::vector<BlockImage> images;
-  images.reserve(cap.blocks.size());
-  for (const Captured& c : cap.blocks) {
-    images.push_back(
-        {first_file_block() + c.block, absl::MakeConstSpan(cap.buf.data() + c.offset, c.len)});
+  // A chunk at a time, as a umsync captures (SyncStaging).
+  const size_t chunk_bytes = std::max<size_t>(rt_->options().umsync_chunk_bytes, block_size_);
+  for (uint64_t b = 0, next = 0; b < table_.size(); b = next) {
+    RETURN_IF_ERROR(CaptureDirty(b, table_.size(), &cap, chunk_bytes, &next));
+    if (cap.blocks.empty()) continue;
+    WriteBackResult r = write_back_->Evicted(ImagesOf(cap));
+    if (!r.ok()) {
+      SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
+      return r.status;
+    }
+    ReleaseCaptured(cap, Table::kStaged);
+    cap.Reset();
   }
-  WriteBackResult r = write_back_->Evicted(images);
-  if (!r.ok()) {
-    SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
-    return r.status;
-  }
-  ReleaseCaptured(cap, Table::kStaged);
   return absl::OkStatus();
 }
 

@@ -305,7 +305,17 @@ class Mapping final : public io::IoFileClient {
     }
   };
   // Write-protects and copies every dirty block of [first, end), clearing their dirty bits.
-  absl::Status CaptureDirty(uint64_t first, uint64_t end, Capture* cap);
+  // With `next`: stops before the block that would take the capture past max_bytes (at
+  // least one block is taken) and sets *next to it, or to `end` when all were taken.
+  absl::Status CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
+                            size_t max_bytes = SIZE_MAX, uint64_t* next = nullptr);
+  // The captured images, as the sink takes them (file block numbers).
+  std::vector<BlockImage> ImagesOf(const Capture& cap) const;
+  // An atomic umsync of [first, end): one transaction, captured chunk_bytes at a time; every
+  // full chunk is staged in the journal (WriteBack::Evicted), and the last is committed
+  // with every staged block of the range (WriteBack::Sync).
+  absl::Status SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Clears the captured blocks' kSyncing mark, adding `add` (kStaged or 0).
   void ReleaseCaptured(const Capture& cap, uint64_t add);
   // After the sink's answer: counts and clears "held by the sink" (OK), marks the blocks

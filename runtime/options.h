@@ -40,6 +40,14 @@ struct RuntimeOptions {
   // read without recovery after a crash, may lack acknowledged umsyncs. docs/durability.md.
   bool defer_file_sync = false;
   size_t journal_staged_quota = size_t{1} << 30;
+  // The most image bytes a umsync holds in memory at once, beside the cache. A umsync
+  // captures its range's dirty blocks this much at a time: the relaxed policy commits and
+  // applies each part; the atomic policy stages every part but the last in the journal (as
+  // eviction stages a block) and commits them all with the last as one transaction, which
+  // the journal writes in batches of this size (journal::JournalOptions::commit_batch_bytes)
+  // and the apply reads back from it. Smaller: less memory, more journal writes for a large
+  // umsync. At least one block.
+  size_t umsync_chunk_bytes = size_t{4} << 20;
   umap_io_engine io_engine = UMAP_IO_AUTO;
   unsigned io_channels = 2;
   unsigned io_depth = 16;

@@ -828,6 +828,7 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       jo.env = env_;
       jo.fs = options_.journal_fs;
       jo.staged_quota_bytes = options_.journal_staged_quota;
+      jo.commit_batch_bytes = options_.umsync_chunk_bytes;
       absl::StatusOr<std::unique_ptr<JournalHandle>> opened = JournalHandle::Open(jo);
       if (!opened.ok()) {
         // A damaged journal, or one that is not private to its owner, refuses every writable

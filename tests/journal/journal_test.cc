@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/crash_point.h"
 #include "base/crc32c.h"
 #include "base/posix_error.h"
 #include "journal/format.h"
@@ -41,6 +42,22 @@ class JournalTest : public ::testing::Test, public JournalFixture {
     EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), key, value).ok());
     EXPECT_TRUE(db->Close().ok());
     delete db;
+  }
+  // The keys with `tag` in the closed journal, read with RocksDB itself.
+  std::vector<std::string> RawKeys(RecordTag tag) {
+    journal_.reset();
+    rocksdb::DB* db = nullptr;
+    std::vector<std::string> keys;
+    EXPECT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::Options(), Options().dir, &db).ok());
+    if (db == nullptr) return keys;
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    const std::string end = TagEnd(tag);
+    for (it->Seek(TagBegin(tag)); it->Valid() && it->key().compare(end) < 0; it->Next()) {
+      keys.push_back(it->key().ToString());
+    }
+    it.reset();  // before its database
+    delete db;
+    return keys;
   }
 };
 
@@ -375,6 +392,97 @@ TEST_F(JournalTest, CommitWhoseCallerKeepsTheImagesReturnsOnlyTheStagedOnesButJo
   EXPECT_EQ(read.blocks[0].data, Image('1'));
   EXPECT_EQ(read.blocks[1].data, b);
   EXPECT_EQ(read.blocks[2].data, last);
+}
+
+TEST_F(JournalTest, CommitOverTheBatchBoundIsWrittenInBatchesAndReturnedWithoutImages) {
+  commit_batch_bytes_ = 3 * 4096;
+  Reopen();
+  const uint64_t m = AddMapping();
+  ASSERT_OK(journal_->Stage(m, 1, Image('1')));
+  ASSERT_OK(journal_->Stage(m, 5, Image('5')));
+  ASSERT_OK(journal_->Stage(m, 9, Image('9')));  // outside the range: stays staged
+  const std::string last = Image('z', 100);
+  std::vector<std::string> images = {Image('2'), Image('3'), Image('4'), Image('8'), last};
+  const std::vector<BlockWrite> writes = {
+      {2, images[0]}, {3, images[1]}, {4, images[2]}, {8, images[3]}, {11, images[4]}};
+  const uint64_t groups = journal_->stats().write_groups;
+  ASSERT_OK_AND_ASSIGN(Transaction t, journal_->Commit(m, writes, 0, 6));
+  EXPECT_GE(journal_->stats().write_groups - groups, 3u)
+      << "7 images over a 3-image bound: two payload batches and the header's";
+  EXPECT_TRUE(t.images_in_journal);
+  const std::vector<std::pair<uint64_t, std::string>> want = {
+      {1, Image('1')}, {2, Image('2')}, {3, Image('3')}, {4, Image('4')},
+      {5, Image('5')}, {8, Image('8')}, {11, last}};
+  ASSERT_EQ(t.blocks.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& [block, image] = want[i];
+    EXPECT_EQ(t.blocks[i].block, block);
+    EXPECT_TRUE(t.blocks[i].data.empty()) << "block " << block;
+    EXPECT_EQ(t.blocks[i].length, image.size());
+    EXPECT_EQ(t.blocks[i].crc, crc32c::Value(image.data(), image.size()));
+    std::string got(image.size(), '\0');
+    ASSERT_OK(journal_->ReadImage(t.lsn, t.blocks[i], absl::MakeSpan(got)));
+    EXPECT_EQ(got, image) << "block " << block;
+  }
+  EXPECT_EQ(journal_->stats().staged_blocks, 1u) << "the range's staged blocks were taken";
+  Reopen();
+  ASSERT_OK_AND_ASSIGN(Transaction read, journal_->ReadTransaction(t.lsn));
+  ASSERT_EQ(read.blocks.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(read.blocks[i].data, want[i].second);
+  ASSERT_OK(journal_->MarkApplied(t.lsn));
+  EXPECT_THAT(RawKeys(RecordTag::kTxnPayload), IsEmpty());
+}
+
+TEST_F(JournalTest, ReadImageChecksTheEntryItIsGiven) {
+  const uint64_t m = AddMapping();
+  ASSERT_OK_AND_ASSIGN(Transaction t, CommitBlocks(m, {{1, 'a'}}));
+  std::string got(4096, '\0');
+  CommittedBlock entry = t.blocks[0];
+  entry.crc ^= 1;
+  EXPECT_THAT(journal_->ReadImage(t.lsn, entry, absl::MakeSpan(got)),
+              StatusIs(absl::StatusCode::kDataLoss));
+  entry = t.blocks[0];
+  entry.block = 2;
+  EXPECT_THAT(journal_->ReadImage(t.lsn, entry, absl::MakeSpan(got)),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(JournalTest, OpenDeletesPayloadsWithoutAHeaderAndNeverReusesTheirLsn) {
+  const uint64_t m = AddMapping();
+  ASSERT_OK_AND_ASSIGN(Transaction t, CommitBlocks(m, {{1, 'a'}}));
+  // What a streamed commit cut short leaves: payloads of an LSN above the watermark, no header.
+  RawPut(TxnPayloadKey(t.lsn + 40, 3), EncodeTxnPayload(Image('x')));
+  RawPut(TxnPayloadKey(t.lsn + 40, 4), EncodeTxnPayload(Image('y')));
+  OpenJournal();
+  EXPECT_THAT(Pending(), ElementsAre(t.lsn));
+  ASSERT_OK_AND_ASSIGN(Transaction next, CommitBlocks(m, {{2, 'b'}}));
+  EXPECT_GT(next.lsn, t.lsn + 40);
+  EXPECT_THAT(RawKeys(RecordTag::kTxnPayload),
+              ElementsAre(TxnPayloadKey(t.lsn, 1), TxnPayloadKey(next.lsn, 2)));
+}
+
+TEST_F(JournalTest, AStreamedCommitThatFailsBetweenBatchesCommitsNothing) {
+  commit_batch_bytes_ = 2 * 4096;
+  Reopen();
+  const uint64_t m = AddMapping();
+  ASSERT_OK_AND_ASSIGN(Transaction before, CommitBlocks(m, {{9, 'o'}}));
+  // After the first payload batch, every WAL append fails: the next batch or the header.
+  ASSERT_OK(crash_point::Arm("journal.mid_stream", 1,
+                             crash_point::Action::Call([&](absl::string_view) { FailWalAppends(); })));
+  absl::StatusOr<Transaction> t =
+      CommitBlocks(m, {{1, 'a'}, {2, 'b'}, {3, 'c'}, {4, 'd'}, {5, 'e'}});
+  crash_point::Disarm();
+  EXPECT_FALSE(t.ok());
+  EXPECT_GT(Injected(), 0u);
+  EXPECT_THAT(journal_->poisoned(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  HealFs();
+  Reopen();
+  EXPECT_THAT(Pending(), ElementsAre(before.lsn)) << "nothing of the failed commit is committed";
+  ASSERT_OK_AND_ASSIGN(Transaction next, CommitBlocks(m, {{1, 'n'}}));
+  EXPECT_GT(next.lsn, before.lsn + 1) << "the failed commit's LSN is not handed out again";
+  EXPECT_THAT(RawKeys(RecordTag::kTxnPayload),
+              ElementsAre(TxnPayloadKey(before.lsn, 9), TxnPayloadKey(next.lsn, 1)))
+      << "the payloads written before the failure are gone";
 }
 
 TEST_F(JournalTest, CommitTakesStagedBlocksOfTheRangeAndTheGivenVersionWins) {

@@ -39,6 +39,7 @@ class JournalFixture {
     o.dir = dir_.File("journal");
     o.fs = fs_;
     o.staged_quota_bytes = quota_;
+    o.commit_batch_bytes = commit_batch_bytes_;
     return o;
   }
   // Opens the journal (the test fails if it cannot).
@@ -96,6 +97,7 @@ class JournalFixture {
   umap::testing::TempDir dir_;
   std::shared_ptr<faultinject::FaultFs> fs_;
   uint64_t quota_ = 1ull << 30;
+  size_t commit_batch_bytes_ = JournalOptions{}.commit_batch_bytes;
   std::unique_ptr<Journal> journal_;
   uint64_t files_ = 0;
 };

@@ -112,6 +112,10 @@ size_t g_bs = 4096;
 // This case's umsyncs leave the file's writes and fdatasync to the sink's applier thread
 // (RuntimeOptions::defer_file_sync): the journal alone makes them durable until then.
 bool g_defer = false;
+// This case's umsyncs capture at most this many blocks at a time (RuntimeOptions::
+// umsync_chunk_bytes), and the journal writes larger transactions in batches of that size:
+// 0 = the default (far above this file's size).
+uint64_t g_chunk_blocks = 0;
 constexpr uint64_t kBlocks = 32;      // file size in blocks
 constexpr uint64_t kHot = 16;         // Write targets [0, kHot); EvictPressure reads the rest
 size_t CacheBytes() { return 12 * g_bs; }  // 8 cache blocks + 4 shadows: the minimum
@@ -368,8 +372,9 @@ const char* CrashKindName(CrashKind k) {
 }
 
 // Crash points a umsync passes (the in-flight crash).
-constexpr const char* kSyncPoints[] = {"journal.before_commit", "journal.after_commit",
-                                       "apply.mid_write", "apply.after_sync"};
+constexpr const char* kSyncPoints[] = {"journal.before_commit", "journal.mid_stream",
+                                       "journal.after_commit", "apply.mid_write",
+                                       "apply.after_sync"};
 
 std::string TempRoot() {
   std::error_code ec;
@@ -414,6 +419,7 @@ class Sut {
 
   const Oracle& oracle() const { return oracle_; }
   int sync_crashes_fired() const { return sync_crashes_fired_; }
+  int stream_crashes_fired() const { return stream_crashes_fired_; }
   int recovery_crashes_fired() const { return recovery_crashes_fired_; }
   int recovery_io_errors_fired() const { return recovery_io_errors_fired_; }
   int crashes() const { return crashes_; }
@@ -680,6 +686,9 @@ class Sut {
     enum class Trouble { kNone, kCrash, kIoError } recovery_trouble = Trouble::kNone;
     bool twice = false;        // run recovery a second time and compare
     bool settle = true;        // let RocksDB finish a pending compaction first (see below)
+    // Before the umsync that crashes: write every writable block of its range, so that it
+    // has more to commit than a chunk (g_chunk_blocks) and its journal commit is streamed.
+    bool dirty_range = false;
   };
 
   void Crash(const CrashSpec& c) {
@@ -687,10 +696,16 @@ class Sut {
     in_crash_ = true;
     if (c.settle) SettleJournal();
     if (c.in_sync >= 0) {
+      // Written before the point is armed: a background thread (the applier, with deferred
+      // file syncs) may hit it first, and the writes would then wait on a frozen journal.
+      if (c.dirty_range) {
+        for (uint64_t b = c.first; b < std::min(c.end, kHot); ++b) Write(b);
+      }
       RC_ASSERT(crash_point::Arm(kSyncPoints[c.in_sync], c.hit,
-                                 crash_point::Action::Call([this](absl::string_view) {
+                                 crash_point::Action::Call([this](absl::string_view name) {
                                    Freeze();
                                    ++sync_crashes_fired_;
+                                   stream_crashes_fired_ += name == "journal.mid_stream";
                                  }))
                     .ok());
       Umsync(c.first, c.end);  // acknowledged only if it finished before the freeze
@@ -827,6 +842,7 @@ class Sut {
     o.policy = oracle_.policy;
     o.journal_mode = UMAP_JOURNAL_DATA;
     o.defer_file_sync = g_defer;
+    if (g_chunk_blocks != 0) o.umsync_chunk_bytes = g_chunk_blocks * g_bs;
     o.env = env_.get();
     o.journal_fs = fs_;
     absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(o);
@@ -930,7 +946,8 @@ class Sut {
   int injected_since_heal_ = 0;
   bool in_crash_ = false;
   int crashes_ = 0, remaps_ = 0, indeterminate_total_ = 0;
-  int sync_crashes_fired_ = 0, recovery_crashes_fired_ = 0, recovery_io_errors_fired_ = 0;
+  int sync_crashes_fired_ = 0, stream_crashes_fired_ = 0, recovery_crashes_fired_ = 0,
+      recovery_io_errors_fired_ = 0;
 };
 
 // ---- commands --------------------------------------------------------------------------------
@@ -1029,6 +1046,7 @@ struct CrashCmd : Cmd {
     if (Pick(0, 2) == 1) {
       c.in_sync = Pick(0, static_cast<int>(std::size(kSyncPoints)));
       c.hit = Pick<uint64_t>(1, 3);
+      c.dirty_range = Pick(0, 2) == 1;
       if (Pick(0, 2) == 1) {
         c.first = Pick<uint64_t>(0, kBlocks);
         c.end = c.first + Pick<uint64_t>(1, kBlocks - c.first + 1);
@@ -1049,6 +1067,7 @@ struct CrashCmd : Cmd {
     if (spec.in_sync >= 0) {
       os << ", inside Umsync[" << spec.first << ", " << spec.end << ") at "
          << kSyncPoints[spec.in_sync] << " hit " << spec.hit;
+      if (spec.dirty_range) os << ", every block of it written first";
     }
     if (spec.recovery_trouble == Sut::CrashSpec::Trouble::kCrash) os << ", again inside recovery";
     if (spec.recovery_trouble == Sut::CrashSpec::Trouble::kIoError) {
@@ -1065,7 +1084,7 @@ struct CrashCmd : Cmd {
 struct Totals {
   uint64_t cases = 0, commands = 0, crashes = 0, sync_crashes = 0, recovery_crashes = 0,
            recovery_io_errors = 0, faults_fired = 0, indeterminate = 0, remaps = 0,
-           two_page_blocks = 0, deferred = 0, wal_bytes_lost = 0, wal_bytes_zeroed = 0,
+           two_page_blocks = 0, deferred = 0, chunked = 0, stream_crashes = 0, wal_bytes_lost = 0, wal_bytes_zeroed = 0,
            cases_wal_zeroed = 0;
 };
 Totals g_totals[2];  // by policy
@@ -1078,9 +1097,10 @@ class PrintTotals : public ::testing::Environment {
       if (t.cases == 0) continue;
       std::cout << "durability property, " << (p == UMAP_POLICY_ATOMIC ? "atomic" : "relaxed")
                 << ": " << t.cases << " cases (" << t.two_page_blocks << " with 8 KiB blocks, " << t.deferred
-                << " with deferred file syncs), "
+                << " with deferred file syncs, " << t.chunked << " with umsyncs in chunks), "
                 << t.commands << " commands, " << t.crashes
-                << " crashes (" << t.sync_crashes << " inside a umsync, " << t.recovery_crashes
+                << " crashes (" << t.sync_crashes << " inside a umsync, of them "
+                << t.stream_crashes << " between a commit's batches, " << t.recovery_crashes
                 << " inside recovery), " << t.recovery_io_errors << " recovery I/O errors, "
                 << t.faults_fired << " injected faults fired, " << t.indeterminate
                 << " indeterminate umsyncs, " << t.remaps << " remaps, " << t.wal_bytes_lost
@@ -1097,6 +1117,7 @@ const bool kPrintTotals = [] {
 void RunProperty(umap_policy policy) {
   g_bs = Pick(0, 2) == 0 ? 4096 : 8192;  // shrinks to one page per block
   g_defer = Pick(0, 2) == 1;               // shrinks to the file synced at every umsync
+  g_chunk_blocks = Pick(0, 3) != 0 ? Pick<uint64_t>(1, 4) : 0;  // shrinks to no chunks
   Sut sut(policy);
   // 1 to 11..31 commands a case: rapidcheck draws the count uniformly in [1, size + 1], and
   // its size (0..100 over the run) is mapped to 10..30 here.
@@ -1114,6 +1135,7 @@ void RunProperty(umap_policy policy) {
   ++t.cases;
   t.two_page_blocks += g_bs > 4096;
   t.deferred += g_defer;
+  t.chunked += g_chunk_blocks != 0;
   t.commands += commands.size();
   // A failure is printed where it happens too: rapidcheck reports the description of its
   // last run of the counterexample, which a rare timing-dependent failure may not repeat.
@@ -1130,6 +1152,7 @@ void RunProperty(umap_policy policy) {
   }
   t.crashes += sut.crashes();
   t.sync_crashes += sut.sync_crashes_fired();
+  t.stream_crashes += sut.stream_crashes_fired();
   t.recovery_crashes += sut.recovery_crashes_fired();
   t.recovery_io_errors += sut.recovery_io_errors_fired();
   t.faults_fired += sut.faults_fired();

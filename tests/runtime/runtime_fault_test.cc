@@ -220,6 +220,60 @@ TEST_P(RuntimeFaultTest, ADirtyBlockProtectedByACaptureSpanIsWritableAgainAtItsN
   EXPECT_EQ(file[5 * kBlock + 15], 'b');
 }
 
+// A umsync whose dirty blocks exceed umsync_chunk_bytes holds one chunk of them at a time.
+// Atomic policy: still one transaction, committed in several journal batches and applied by
+// reading the images back from the journal; when its apply fails, the journal alone holds
+// the images, and a miss on an evicted block of it reads them from there. Relaxed and no
+// journal: one commit (or write) per chunk. In every mode nothing is lost and the retry
+// writes everything.
+TEST_P(RuntimeFaultTest, AUmsyncLargerThanItsChunkIsCapturedAChunkAtATimeAndLosesNothing) {
+  RuntimeOptions o;
+  o.cache_bytes = 32 * kBlock;
+  o.block_size = kBlock;
+  o.env = &env_;
+  o.policy = GetParam().policy;
+  o.journal_mode = GetParam().journal;
+  o.umsync_chunk_bytes = 3 * kBlock;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const int fd = MakePatternFile(dir_.File("chunked"), kSize);
+  ASSERT_GE(fd, 0);
+  auto mapped = (*rt)->Map(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  char* p = static_cast<char*>(*mapped);
+  std::vector<char> want = Pattern(kSize);
+  for (size_t b = 1; b < 40; b += 4) {  // 10 blocks: four chunks of three
+    std::memset(p + b * kBlock, static_cast<char>('A' + b), kBlock);
+    std::memset(want.data() + b * kBlock, static_cast<char>('A' + b), kBlock);
+  }
+  // The first write to the file fails: that block is not in the file.
+  ASSERT_TRUE_OK(env_.FailNext(Op::kWrite, 1, Fault::Error(EIO)));
+  absl::Status s = (*rt)->Sync(p, kSize);
+  EXPECT_EQ(ErrnoFromStatus(s), EIO) << s;
+  if (GetParam().policy == UMAP_POLICY_ATOMIC) {
+    // One transaction (three chunks staged, the last committed with them), which the
+    // journal keeps: its apply failed.
+    journal::Journal::Stats js;
+    bool open = false;
+    std::string jdir;
+    ASSERT_TRUE((*rt)->TryJournalStats(&js, &open, &jdir));
+    ASSERT_TRUE(open);
+    EXPECT_EQ(js.commits, 1u);
+    EXPECT_EQ(js.unapplied_txns, 1u);
+  }
+  // Every block leaves the cache (64 other blocks read through a 32-block cache); the
+  // written ones read back as written, wherever they are now.
+  for (size_t b = 64; b < 128; ++b) ASSERT_EQ(ProbeRead(p + b * kBlock), 0);
+  for (size_t b = 1; b < 40; b += 4) {
+    ASSERT_EQ(ProbeRead(p + b * kBlock), 0) << "block " << b;
+    EXPECT_EQ(std::memcmp(p + b * kBlock, want.data() + b * kBlock, kBlock), 0) << "block " << b;
+  }
+  ASSERT_TRUE_OK((*rt)->Sync(p, kSize));
+  EXPECT_EQ(ReadAll(dir_.File("chunked")), want);
+  ASSERT_TRUE_OK((*rt)->Unmap(p, kSize));
+  ::close(fd);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, RuntimeFaultTest,
     ::testing::Values(Mode{"journal_off", UMAP_POLICY_RELAXED, UMAP_JOURNAL_OFF},
