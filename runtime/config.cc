@@ -49,6 +49,7 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   o.policy = c.policy;
   o.journal_mode = c.journal_mode;
   if (c.journal_staged_quota != 0) o.journal_staged_quota = c.journal_staged_quota;
+  if (c.umsync_chunk_bytes != 0) o.umsync_chunk_bytes = c.umsync_chunk_bytes;
   o.io_engine = c.io_engine;
   o.io_channels = c.io_channels;
   o.io_depth = c.io_depth;
@@ -116,6 +117,7 @@ extern "C" int umap_config_init(umap_config* c) {
   c->policy = d.policy;
   c->journal_mode = d.journal_mode;
   c->journal_staged_quota = d.journal_staged_quota;
+  c->umsync_chunk_bytes = d.umsync_chunk_bytes;
   c->io_engine = d.io_engine;
   c->io_channels = d.io_channels;
   c->io_depth = d.io_depth;
@@ -156,6 +158,7 @@ extern "C" int umap_config_init(umap_config* c) {
   bytes("UMAP_CACHE_BYTES", &c->cache_bytes);
   bytes("UMAP_BLOCK_SIZE", &c->block_size);
   bytes("UMAP_JOURNAL_STAGED_QUOTA", &c->journal_staged_quota);
+  bytes("UMAP_UMSYNC_CHUNK_BYTES", &c->umsync_chunk_bytes);
   count("UMAP_HANDLER_THREADS", &c->handler_threads);
   count("UMAP_WRITEBACK_THREADS", &c->writeback_threads);
   count("UMAP_IO_CHANNELS", &c->io_channels);

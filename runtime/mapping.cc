@@ -1201,7 +1201,7 @@ namespace {
 // builders and compactions of the records it writes, and malloc arenas that keep some of
 // it after it is freed. The chunk itself, staged, committed and read back, is counted
 // four times on top.
-constexpr uint64_t kLargeUmsyncJournalBytes = uint64_t{24} << 20;
+constexpr uint64_t kLargeUmsyncJournalBytes = uint64_t{32} << 20;
 }  // namespace
 
 absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes) {
@@ -1209,20 +1209,20 @@ absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_byt
   sync_end_.store(end, std::memory_order_release);
   Capture& cap = capture_;
   absl::Cleanup reset = [&cap] { cap.Reset(); };
-  // Reserved in the memory budget once the umsync turns out larger than a chunk, until it
-  // ends: lazy sizing then shrinks the cache as the staged chunks become evictable, and the
-  // journal's traffic fits where the cache was.
+  // Reserved once the umsync turns out larger than a chunk, until it ends
+  // (Runtime::ReserveOutsideCache): the cache shrinks as the staged chunks become
+  // evictable, and the journal's traffic fits where the cache was.
   uint64_t reserved = 0;
   absl::Cleanup release = [&] {
-    if (reserved != 0) rt_->sizer()->Release(reserved);
+    if (reserved != 0) rt_->ReleaseOutsideCache(reserved);
   };
   for (uint64_t b = first;;) {
     uint64_t next = end;
     WriteBackResult r{CaptureDirty(b, end, &cap, chunk_bytes, &next)};
     if (r.ok()) r.status = WaitForShadows(b, next);
-    if (r.ok() && next < end && reserved == 0 && rt_->sizer() != nullptr) {
+    if (r.ok() && next < end && reserved == 0) {
       reserved = kLargeUmsyncJournalBytes + 4 * uint64_t{chunk_bytes};
-      rt_->sizer()->Reserve(reserved);
+      rt_->ReserveOutsideCache(reserved);
     }
     if (r.ok() && next < end) {
       // A full chunk with more to come: staged like an evicted block (uncommitted; the
@@ -1236,6 +1236,9 @@ absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_byt
         return r.status;
       }
       ReleaseCaptured(cap, Table::kStaged);
+      // The chunk's blocks are clean now: a fixed cache makes its room here (lazy sizing's
+      // thread does so by itself).
+      rt_->MakeRoom(static_cast<uint32_t>(cap.blocks.size()));
       cap.Reset();
       b = next;
       continue;

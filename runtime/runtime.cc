@@ -477,6 +477,38 @@ uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
                       EvictBatchSize(), max_blocks);
 }
 
+void Runtime::ReserveOutsideCache(uint64_t bytes) {
+  if (sizer_ != nullptr) {
+    sizer_->Reserve(bytes);
+    return;
+  }
+  absl::MutexLock l(&outside_mu_);
+  if (outside_reserved_ == 0) fixed_limit_ = pool_.limit();
+  outside_reserved_ += bytes;
+  const uint64_t take = outside_reserved_ / geo_.block_size;
+  pool_.set_limit(static_cast<uint32_t>(std::max<uint64_t>(
+      SizingPolicy::kMinBlocks, fixed_limit_ > take ? fixed_limit_ - take : 0)));
+  UpdateReadCap();
+}
+
+void Runtime::ReleaseOutsideCache(uint64_t bytes) {
+  if (sizer_ != nullptr) {
+    sizer_->Release(bytes);
+    return;
+  }
+  absl::MutexLock l(&outside_mu_);
+  outside_reserved_ -= std::min(outside_reserved_, bytes);
+  const uint64_t take = outside_reserved_ / geo_.block_size;
+  pool_.set_limit(static_cast<uint32_t>(std::max<uint64_t>(
+      SizingPolicy::kMinBlocks, fixed_limit_ > take ? fixed_limit_ - take : 0)));
+  UpdateReadCap();
+}
+
+void Runtime::MakeRoom(uint32_t max_blocks) {
+  if (sizer_ != nullptr || pool_.held() <= pool_.limit()) return;
+  WhileMappingsPinned([&] { ShrinkPool(max_blocks); });
+}
+
 void Runtime::UpdateReadCap() {
   io_->SetReadCap(std::max<size_t>(io_->options().max_io_bytes,
                                    size_t{pool_.limit()} * geo_.block_size / 2));

@@ -186,6 +186,15 @@ class Runtime {
   // Evicts down to the pool's limit, at most `max_blocks` (the sizer, when the limit fell).
   // REQUIRES: inside WhileMappingsPinned.
   uint32_t ShrinkPool(uint32_t max_blocks);
+  // Memory a large umsync's journal traffic is about to hold outside the cache, until
+  // ReleaseOutsideCache (Mapping::SyncStaging). With lazy sizing the memory budget reserves
+  // it (CacheSizer::Reserve: the sizer shrinks the cache); a fixed cache's limit is lowered
+  // by as much meanwhile (never below SizingPolicy::kMinBlocks), and MakeRoom evicts down
+  // to it: the umsync takes its memory from the cache instead of from beyond the budget.
+  void ReserveOutsideCache(uint64_t bytes);
+  void ReleaseOutsideCache(uint64_t bytes);
+  // A fixed cache above its (lowered) limit: evicts at most `max_blocks` towards it.
+  void MakeRoom(uint32_t max_blocks);
   // This process's pidfd (batched discards), or -1.
   int pidfd() const { return pidfd_; }
   Env* env() const { return env_; }
@@ -300,6 +309,10 @@ class Runtime {
   int pidfd_ = -1;    // this process, for batched discards (process_madvise)
 
   BlockPool pool_;
+  // ReserveOutsideCache of a fixed cache: its configured limit and the bytes reserved.
+  absl::Mutex outside_mu_;
+  uint32_t fixed_limit_ ABSL_GUARDED_BY(outside_mu_) = 0;
+  uint64_t outside_reserved_ ABSL_GUARDED_BY(outside_mu_) = 0;
   ThreadRefs refs_;
   ShadowPool shadows_;
   Counters counters_;

@@ -118,6 +118,9 @@ typedef struct umap_config {
                                 its transaction; a background thread per mapping writes it to
                                 the file and fdatasyncs later (docs/durability.md,
                                 UMAP_DEFER_FILE_SYNC) */
+  size_t umsync_chunk_bytes; /* most dirty bytes a umsync holds in memory at once; a larger
+                                umsync goes in chunks (default 4 MiB; UMAP_UMSYNC_CHUNK_BYTES;
+                                docs/configuration.md) */
 } umap_config;
 
 typedef struct umap_stats {

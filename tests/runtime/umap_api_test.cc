@@ -297,12 +297,15 @@ TEST(UmapConfig, EnvironmentDefaultsAreReadAndValidated) {
   ::setenv("UMAP_CACHE_BYTES", "64M", 1);
   ::setenv("UMAP_BLOCK_SIZE", "16k", 1);
   ::setenv("UMAP_JOURNAL_STAGED_QUOTA", "256M", 1);
+  ::setenv("UMAP_UMSYNC_CHUNK_BYTES", "1M", 1);
   umap_config c;
   ASSERT_EQ(umap_config_init(&c), 0);
   EXPECT_EQ(c.cache_bytes, 64u << 20);
   EXPECT_EQ(c.block_size, 16u << 10);
   EXPECT_EQ(c.journal_staged_quota, 256u << 20);
+  EXPECT_EQ(c.umsync_chunk_bytes, 1u << 20);
   ::unsetenv("UMAP_JOURNAL_STAGED_QUOTA");
+  ::unsetenv("UMAP_UMSYNC_CHUNK_BYTES");
   ::setenv("UMAP_CACHE_BYTES", "lots", 1);
   errno = 0;
   EXPECT_EQ(umap_config_init(&c), -1);
