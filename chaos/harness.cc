@@ -79,6 +79,10 @@ struct Harness::Iteration {
   FaultClass* fault = nullptr;
   Policy policy = Policy::kAtomic;
   bool defer_file_sync = false;  // the worker's umsyncs leave the file's fdatasync to later
+  // The worker's umsyncs capture this many blocks at a time and its journal writes larger
+  // transactions in batches of as many (RuntimeOptions::umsync_chunk_bytes); 0: the
+  // default, larger than the worker's file.
+  uint64_t umsync_chunk_blocks = 0;
   std::string data_dir, journal_dir;
   uint64_t tag = 0, wseed = 0;
   Model model{0, 0, {}};                // what the file holds before the next epoch (its base)
@@ -129,6 +133,13 @@ IterationRecord Harness::RunIteration(int index) {
   // with it (docs/chaos.md, "Deferred file sync").
   it.defer_file_sync = c.defer_file_sync_one_in != 0 && it.rng.OneIn(c.defer_file_sync_one_in);
   if (it.defer_file_sync) rec.Describe("deferred file sync; ");
+  // Half the iterations umsync in chunks of 4 blocks, so that atomic umsyncs stage chunks
+  // and commit in several journal batches (crash point journal.mid_stream). A draw of its
+  // own, so that the other draws of a seed stay what they were.
+  if (Mix(Mix(c.seed) ^ Mix(static_cast<uint64_t>(index) + 1) ^ 0x6368756e6bull) % 2 == 0) {
+    it.umsync_chunk_blocks = 4;
+    rec.Describe("umsyncs in chunks of 4 blocks; ");
+  }
   ClassStats& st = run_.tally().of(rec.cls);
   const auto t0 = Clock::now();
   if (absl::Status s = PrepareClass(rec.cls); IsMissingCapability(s)) {
@@ -216,6 +227,10 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
                    absl::StrCat(it.wseed), "--tag", absl::StrCat(it.tag), "--first-round",
                    absl::StrCat(it.first_round), "--blocks", absl::StrCat(kBlocks)}};
   if (it.defer_file_sync) e.args.push_back("--defer-file-sync");
+  if (it.umsync_chunk_blocks != 0) {
+    e.args.insert(e.args.end(),
+                  {"--umsync-chunk-blocks", absl::StrCat(it.umsync_chunk_blocks)});
+  }
   if (!run_.config().mutation.empty()) {
     e.env.push_back("UMAP_TEST_MUTATION=" + run_.config().mutation);
   }

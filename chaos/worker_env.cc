@@ -99,6 +99,7 @@ umap_runtime* CreateRuntime(const RuntimeSpec& spec, std::string* error) {
   o.journal_dir = spec.journal_dir;
   o.policy = spec.relaxed ? UMAP_POLICY_RELAXED : UMAP_POLICY_ATOMIC;
   o.defer_file_sync = spec.defer_file_sync;
+  if (spec.umsync_chunk_bytes != 0) o.umsync_chunk_bytes = spec.umsync_chunk_bytes;
   o.env = g_env;
   o.journal_fs = g_fs;
   auto rt = umap::runtime::Runtime::Create(o);

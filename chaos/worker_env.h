@@ -15,6 +15,7 @@ struct RuntimeSpec {
   std::string journal_dir;
   bool relaxed = false;
   bool defer_file_sync = false;  // RuntimeOptions::defer_file_sync
+  uint64_t umsync_chunk_bytes = 0;  // RuntimeOptions::umsync_chunk_bytes; 0: the default
   uint64_t cache_bytes = 0;
   uint64_t block_size = 4096;
   std::string fault = "none";  // none, eio, torn, timeout

@@ -100,6 +100,7 @@ struct Flags {
   bool journal_at_open = false, die_on_error = false, journal_wal_only = false;
   bool die_in_stall = false;
   bool defer_file_sync = false;
+  uint64_t umsync_chunk_blocks = 0;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
@@ -108,6 +109,9 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--policy", f->policy)->check(CLI::IsMember({"atomic", "relaxed"}));
   app.add_flag("--defer-file-sync", f->defer_file_sync,
                "umsync leaves the file's fdatasync to a later one (RuntimeOptions::defer_file_sync)");
+  app.add_option("--umsync-chunk-blocks", f->umsync_chunk_blocks,
+                 "umsyncs capture this many blocks at a time, and the journal writes larger "
+                 "transactions in batches (RuntimeOptions::umsync_chunk_bytes; 0: default)");
   app.add_option("--seed", f->seed, "workload seed (RoundBlocks)");
   app.add_option("--tag", f->tag, "file tag written into every block");
   app.add_option("--first-round", f->first_round);
@@ -158,6 +162,7 @@ umap_runtime* CreateRuntime(const Flags& f, std::string* error) {
   spec.journal_dir = f.journal;
   spec.relaxed = f.policy == "relaxed";
   spec.defer_file_sync = f.defer_file_sync;
+  spec.umsync_chunk_bytes = f.umsync_chunk_blocks * chaos::kBlockSize;
   spec.cache_bytes = f.cache_blocks * chaos::kBlockSize;
   spec.block_size = chaos::kBlockSize;
   spec.fault = f.fault;

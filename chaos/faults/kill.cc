@@ -10,15 +10,18 @@ namespace chaos {
 namespace {
 
 // Crash points the worker can reach (recovery.mid_replay is armed in umap-recover).
-constexpr const char* kWorkerPoints[] = {"journal.before_commit", "journal.after_commit",
-                                         "apply.mid_write", "apply.after_sync", "gc.before_delete"};
+// journal.mid_stream fires only in iterations whose umsyncs go in chunks (the harness's
+// --umsync-chunk-blocks).
+constexpr const char* kWorkerPoints[] = {"journal.before_commit", "journal.mid_stream",
+                                         "journal.after_commit", "apply.mid_write",
+                                         "apply.after_sync", "gc.before_delete"};
 
 class KillFault : public FaultClass {
  public:
   static constexpr const char* kName = "kill";
   static constexpr const char* kHelp =
       "  kill     SIGKILL at a crash point or at a random time (--replayable: crash points)\n";
-  static constexpr int kWeight = 3;          // five crash points to cover
+  static constexpr int kWeight = 3;          // six crash points to cover
   static constexpr bool kReplayable = true;  // crash points only
   using FaultClass::FaultClass;
 
@@ -29,7 +32,9 @@ class KillFault : public FaultClass {
       return;
     }
     const std::string point = kWorkerPoints[e.rng.Range(0, std::size(kWorkerPoints) - 1)];
-    const uint64_t hit = e.rng.Range(1, point == "apply.mid_write" ? 40 : 25);
+    // Hits per epoch: many writes per apply; a few payload batches per chunked umsync.
+    const uint64_t hit = e.rng.Range(
+        1, point == "apply.mid_write" ? 40 : point == "journal.mid_stream" ? 8 : 25);
     e.env.push_back(absl::StrCat("UMAP_CRASH_AT=", point, ":", hit));
     e.crash_point = point;
     run_.tally().PointArmed(point);
