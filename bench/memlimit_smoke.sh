@@ -1,7 +1,8 @@
 #!/bin/bash
 # umap-bench --memory-limit end to end: every backend in its own memory cgroup, and two
 # processes sharing one; every run must verify and report a cgroup peak within the limit;
-# sixteen syncing writers stay near their cache; a corrupted word must still be caught
+# sixteen syncing writers stay near their cache, and so does one umsync of a large dirty
+# set; a corrupted word must still be caught
 # when the run happens in a child process.
 # Usage: memlimit_smoke.sh UMAP_BENCH DIR
 # Exit 77 (skipped) only when this machine cannot make memory cgroups, naming why.
@@ -62,6 +63,21 @@ if [ -z "$rss" ] || [ "$rss" -gt $((200 << 20)) ]; then
   echo "FAIL: sixteen writers with a 64 MiB cache: peak RSS ${rss:-?} bytes, more than 200 MiB"
   fail=1
 fi
+# Four writers dirty 64 MiB of random blocks, then one atomic umsync of all of it, in a
+# 256 MiB cgroup: the umsync holds one 4 MiB chunk at a time and reserves its journal's
+# memory (docs/performance.md "A umsync larger than memory"; 132-135 MiB peak RSS measured
+# with a 1 GiB file). It once held the transaction whole several times and was OOM-killed.
+"$bench" --file "$dir/w.dat" --file-size 512M --memory-limit 256M --threads 4 --ops 4000 \
+  --repeats 1 --pattern random --access write --sync-every 0 --backends umap+64M,umap+lazy \
+  --json "$dir/big.jsonl" --stall-seconds 120 >"$dir/big.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then echo "FAIL: one large umsync: exit $rc"; cat "$dir/big.log"; fail=1; fi
+check_json "$dir/big.jsonl" 2 $((256 << 20))
+while read -r rss; do
+  if [ "$rss" -gt $((200 << 20)) ]; then
+    echo "FAIL: one umsync of 64 MiB dirty: peak RSS $rss bytes, more than 200 MiB"; fail=1
+  fi
+done < <(grep -o '"peak_rss":[0-9]*' "$dir/big.jsonl" | cut -d: -f2)
 rm -f "$dir/w.dat"
 out=$("$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 4M --threads 2 \
   --ops 8192 --repeats 1 --pattern sequential --access read --backends umap,uring \
@@ -72,5 +88,5 @@ if [ $rc -ne 1 ] || [ "$(grep -c 'WRONG DATA READ' <<<"$out")" -lt 2 ]; then
   echo "$out"
   fail=1
 fi
-[ $fail = 0 ] && echo "ok: every backend and two processes in memory cgroups; sixteen writers near their cache; corruption caught"
+[ $fail = 0 ] && echo "ok: every backend and two processes in memory cgroups; sixteen writers and one large umsync near their cache; corruption caught"
 exit $fail
