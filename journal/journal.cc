@@ -45,6 +45,33 @@ absl::string_view ToView(const rocksdb::Slice& s) { return absl::string_view(s.d
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// A commit's blocks: calls on_given for each of the caller's images and on_staged for each
+// staged block it takes, in block order (both lists are sorted and share no block). The
+// first error stops the walk.
+absl::Status ForEachInBlockOrder(absl::Span<const BlockWrite* const> given,
+                                 absl::Span<const uint64_t> staged,
+                                 absl::FunctionRef<absl::Status(const BlockWrite&)> on_given,
+                                 absl::FunctionRef<absl::Status(uint64_t)> on_staged) {
+  size_t gi = 0, si = 0;
+  while (gi < given.size() || si < staged.size()) {
+    if (si == staged.size() || (gi < given.size() && given[gi]->block < staged[si])) {
+      RETURN_IF_ERROR(on_given(*given[gi++]));
+    } else {
+      RETURN_IF_ERROR(on_staged(staged[si++]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The transaction entry of one of the caller's images (no copy of it).
+CommittedBlock EntryOf(const BlockWrite& b) {
+  CommittedBlock cb;
+  cb.block = b.block;
+  cb.length = static_cast<uint32_t>(b.data.size());
+  cb.crc = crc32c::Value(b.data.data(), b.data.size());
+  return cb;
+}
+
 // Adds the payload record of `cb` (a block of transaction `lsn`) to `batch`: the bytes of
 // EncodeTxnPayload(image), from cb's CRC and length and the image in place (no copy).
 void PutPayload(rocksdb::WriteBatch* batch, uint64_t lsn, const CommittedBlock& cb,
@@ -899,28 +926,26 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   // staged one in out[i].data (filled in after the merge: a move may relocate short ones).
   std::vector<absl::string_view> images;
   images.reserve(given.size() + staged_to_take.size());
-  size_t gi = 0, si = 0;
   std::string value;
-  while (gi < given.size() || si < staged_to_take.size()) {
-    CommittedBlock cb;
-    if (si == staged_to_take.size() ||
-        (gi < given.size() && given[gi]->block < staged_to_take[si])) {
-      const BlockWrite& b = *given[gi++];
-      cb.block = b.block;
-      cb.length = static_cast<uint32_t>(b.data.size());
-      cb.crc = crc32c::Value(b.data.data(), b.data.size());
-      if (copies == ImageCopies::kCopy) cb.data.assign(b.data.data(), b.data.size());
-      images.push_back(b.data);
-    } else {
-      cb.block = staged_to_take[si++];
-      ASSIGN_OR_RETURN(StagedBlock staged, ReadStagedRecord(mapping_id, cb.block, &value));
-      cb.data.assign(staged.data.data(), staged.data.size());
-      cb.crc = staged.crc;
-      cb.length = static_cast<uint32_t>(cb.data.size());
-      images.push_back({});
-    }
-    out.push_back(std::move(cb));
-  }
+  RETURN_IF_ERROR(ForEachInBlockOrder(
+      given, staged_to_take,
+      [&](const BlockWrite& b) {
+        out.push_back(EntryOf(b));
+        if (copies == ImageCopies::kCopy) out.back().data.assign(b.data.data(), b.data.size());
+        images.push_back(b.data);
+        return absl::OkStatus();
+      },
+      [&](uint64_t block) -> absl::Status {
+        ASSIGN_OR_RETURN(StagedBlock staged, ReadStagedRecord(mapping_id, block, &value));
+        CommittedBlock cb;
+        cb.block = block;
+        cb.data.assign(staged.data.data(), staged.data.size());
+        cb.crc = staged.crc;
+        cb.length = static_cast<uint32_t>(cb.data.size());
+        out.push_back(std::move(cb));
+        images.push_back({});
+        return absl::OkStatus();
+      }));
   for (size_t i = 0; i < out.size(); ++i) {
     if (images[i].data() == nullptr) images[i] = out[i].data;
   }
@@ -985,46 +1010,39 @@ absl::Status Journal::CommitStreamed(Transaction* txn, absl::Span<const BlockWri
     return DecodeStaged(ToView(staged_it->key()), ToView(staged_it->value()));
   };
   // The payloads, merged in block order, written whenever the batch holds commit_batch_bytes_.
-  absl::Status s = [&]() -> absl::Status {
-    size_t gi = 0, si = 0;
-    while (gi < given.size() || si < staged_to_take.size()) {
-      CommittedBlock cb;
-      if (si == staged_to_take.size() ||
-          (gi < given.size() && given[gi]->block < staged_to_take[si])) {
-        const BlockWrite& b = *given[gi++];
-        cb.block = b.block;
-        cb.length = static_cast<uint32_t>(b.data.size());
-        cb.crc = crc32c::Value(b.data.data(), b.data.size());
-        PutPayload(&batch, lsn, cb, b.data);
-      } else {
-        cb.block = staged_to_take[si++];
-        ASSIGN_OR_RETURN(StagedBlock staged, next_staged(cb.block));
+  auto add = [&](CommittedBlock cb, absl::string_view image) -> absl::Status {
+    PutPayload(&batch, lsn, cb, image);
+    txn->blocks.push_back(std::move(cb));
+    if (batch.GetDataSize() < commit_batch_bytes_) return absl::OkStatus();
+    // Not synced, not committed: without the header these records are nothing (the next
+    // Open deletes them), and the header's synced write makes them durable with it.
+    {
+      absl::MutexLock l(&mu_);
+      RETURN_IF_ERROR(WritableLocked());
+    }
+    absl::Status w =
+        Write(&batch, /*sync=*/false, absl::StrCat("write payloads of transaction ", lsn));
+    {
+      absl::MutexLock l(&mu_);
+      if (!w.ok()) PoisonLocked(w);
+      if (w.ok()) bytes_written_ += batch.GetDataSize();
+    }
+    RETURN_IF_ERROR(w);
+    payloads_written = true;
+    UMAP_CRASH_POINT("journal.mid_stream");
+    batch.Clear();
+    return absl::OkStatus();
+  };
+  absl::Status s = ForEachInBlockOrder(
+      given, staged_to_take, [&](const BlockWrite& b) { return add(EntryOf(b), b.data); },
+      [&](uint64_t block) -> absl::Status {
+        ASSIGN_OR_RETURN(StagedBlock staged, next_staged(block));
+        CommittedBlock cb;
+        cb.block = block;
         cb.crc = staged.crc;
         cb.length = static_cast<uint32_t>(staged.data.size());
-        PutPayload(&batch, lsn, cb, staged.data);
-      }
-      txn->blocks.push_back(std::move(cb));
-      if (batch.GetDataSize() < commit_batch_bytes_) continue;
-      // Not synced, not committed: without the header these records are nothing (the next
-      // Open deletes them), and the header's synced write makes them durable with it.
-      {
-        absl::MutexLock l(&mu_);
-        RETURN_IF_ERROR(WritableLocked());
-      }
-      absl::Status w = Write(&batch, /*sync=*/false,
-                             absl::StrCat("write payloads of transaction ", lsn));
-      {
-        absl::MutexLock l(&mu_);
-        if (!w.ok()) PoisonLocked(w);
-        if (w.ok()) bytes_written_ += batch.GetDataSize();
-      }
-      RETURN_IF_ERROR(w);
-      payloads_written = true;
-      UMAP_CRASH_POINT("journal.mid_stream");
-      batch.Clear();
-    }
-    return absl::OkStatus();
-  }();
+        return add(std::move(cb), staged.data);
+      });
   if (!s.ok()) {
     // Not committed. Payloads already written are deleted (unsynced; if this is lost or
     // fails, the next Open deletes them: they have no header).

@@ -53,14 +53,18 @@ struct Mode {
 
 class RuntimeFaultTest : public ::testing::TestWithParam<Mode> {
  protected:
-  void SetUp() override {
+  // A 32-block cache over env_, in this test's mode.
+  RuntimeOptions Options() {
     RuntimeOptions o;
     o.cache_bytes = 32 * kBlock;
     o.block_size = kBlock;
     o.env = &env_;
     o.policy = GetParam().policy;
     o.journal_mode = GetParam().journal;
-    auto rt = Runtime::Create(o);
+    return o;
+  }
+  void SetUp() override {
+    auto rt = Runtime::Create(Options());
     ASSERT_TRUE(rt.ok()) << rt.status();
     rt_ = std::move(*rt);
     fd_ = MakePatternFile(dir_.File("f"), kSize);
@@ -227,12 +231,7 @@ TEST_P(RuntimeFaultTest, ADirtyBlockProtectedByACaptureSpanIsWritableAgainAtItsN
 // journal: one commit (or write) per chunk. In every mode nothing is lost and the retry
 // writes everything.
 TEST_P(RuntimeFaultTest, AUmsyncLargerThanItsChunkIsCapturedAChunkAtATimeAndLosesNothing) {
-  RuntimeOptions o;
-  o.cache_bytes = 32 * kBlock;
-  o.block_size = kBlock;
-  o.env = &env_;
-  o.policy = GetParam().policy;
-  o.journal_mode = GetParam().journal;
+  RuntimeOptions o = Options();
   o.umsync_chunk_bytes = 3 * kBlock;
   auto rt = Runtime::Create(o);
   ASSERT_TRUE(rt.ok()) << rt.status();
