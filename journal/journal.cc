@@ -1176,7 +1176,7 @@ std::unique_ptr<PendingReader> Journal::NewPendingReader(const PendingReaderOpti
   return std::unique_ptr<PendingReader>(new PendingReader(db_, dir_, options));
 }
 
-absl::StatusOr<Transaction> Journal::ReadTransaction(uint64_t lsn) {
+absl::StatusOr<Transaction> Journal::ReadTransaction(uint64_t lsn, Images images) {
   // One snapshot: header and payloads were written, and are deleted, in one batch. The
   // payloads are one short iterator pass, not a lookup per block.
   PendingReaderOptions options;
@@ -1187,13 +1187,15 @@ absl::StatusOr<Transaction> Journal::ReadTransaction(uint64_t lsn) {
   txn.lsn = lsn;
   txn.mapping_id = header.mapping_id;
   txn.contents = header.contents;
+  txn.images_in_journal =
+      images == Images::kLeaveInJournal && header.contents == Contents::kData;
   txn.blocks.reserve(header.blocks.size());
   for (const TxnBlock& b : header.blocks) {
     CommittedBlock cb;
     cb.block = b.block;
     cb.length = b.length;
     cb.crc = b.crc;
-    if (header.contents == Contents::kData) {
+    if (header.contents == Contents::kData && !txn.images_in_journal) {
       ASSIGN_OR_RETURN(absl::string_view image, reader.ReadImage(lsn, b));
       cb.data.assign(image.data(), image.size());
     }

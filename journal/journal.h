@@ -265,7 +265,11 @@ class Journal {
   // Reads one committed transaction with its images (verified against their CRCs).
   // kNotFound: no such transaction (never committed, or applied and deleted). kDataLoss:
   // a record is corrupt or missing.
-  absl::StatusOr<Transaction> ReadTransaction(uint64_t lsn);
+  // kLeaveInJournal: the header alone, checked, as a transaction whose images stay in the
+  // journal (images_in_journal, in data mode): for a reader that applies it a few images at
+  // a time, whatever its size.
+  enum class Images { kRead, kLeaveInJournal };
+  absl::StatusOr<Transaction> ReadTransaction(uint64_t lsn, Images images = Images::kRead);
   // Copies the image of `entry`, a block of committed transaction `lsn` (as its header or
   // Commit listed it), into dst (at most dst.size() bytes), checked against entry's length
   // and CRC. kNotFound: no such payload. kDataLoss: corrupt or not matching.

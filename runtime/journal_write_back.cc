@@ -277,7 +277,10 @@ absl::Status JournalWriteBack::AdoptSurvivors(bool for_read) {
     adopted = true;
     for (uint64_t lsn : j.PendingLsns()) {
       if (lsn <= last_lsn_ || unapplied_.contains(lsn)) continue;
-      absl::StatusOr<journal::Transaction> t = j.ReadTransaction(lsn);
+      // Its images stay in the journal (read back when it is applied, or missed on): a
+      // survivor may be as large as a umsync larger than memory.
+      absl::StatusOr<journal::Transaction> t =
+          j.ReadTransaction(lsn, journal::Journal::Images::kLeaveInJournal);
       if (absl::IsNotFound(t.status())) continue;  // applied and deleted meanwhile
       if (!t.ok()) return t.status();
       if (t->mapping_id != mapping_id_) continue;

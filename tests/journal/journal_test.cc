@@ -433,6 +433,23 @@ TEST_F(JournalTest, CommitOverTheBatchBoundIsWrittenInBatchesAndReturnedWithoutI
   EXPECT_THAT(RawKeys(RecordTag::kTxnPayload), IsEmpty());
 }
 
+TEST_F(JournalTest, ReadTransactionCanLeaveTheImagesInTheJournal) {
+  const uint64_t m = AddMapping();
+  ASSERT_OK_AND_ASSIGN(Transaction t, CommitBlocks(m, {{1, 'a'}, {4, 'b'}}));
+  ASSERT_OK_AND_ASSIGN(Transaction header,
+                       journal_->ReadTransaction(t.lsn, Journal::Images::kLeaveInJournal));
+  EXPECT_TRUE(header.images_in_journal);
+  ASSERT_EQ(header.blocks.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(header.blocks[i].data.empty());
+    EXPECT_EQ(header.blocks[i].block, t.blocks[i].block);
+    EXPECT_EQ(header.blocks[i].crc, t.blocks[i].crc);
+    std::string got(4096, '\0');
+    ASSERT_OK(journal_->ReadImage(t.lsn, header.blocks[i], absl::MakeSpan(got)));
+    EXPECT_EQ(got, t.blocks[i].data);
+  }
+}
+
 TEST_F(JournalTest, ReadImageChecksTheEntryItIsGiven) {
   const uint64_t m = AddMapping();
   ASSERT_OK_AND_ASSIGN(Transaction t, CommitBlocks(m, {{1, 'a'}}));
