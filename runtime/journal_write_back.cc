@@ -373,7 +373,9 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
       journal_->Run([&](journal::Journal& j) { return j.MarkApplied(lsn); }).IgnoreError();
     }
   }
-  if (direct && txn->lsn != journal::kNoLsn) {
+  // (A transaction committed in several batches holds no image, nor uses the caller's: it
+  // is read back from the journal by the general path, which copies nothing for it.)
+  if (direct && txn->lsn != journal::kNoLsn && !txn->images_in_journal) {
     last_lsn_ = std::max(last_lsn_, txn->lsn);
     return {ApplyDirect(*std::move(txn), writes), /*kept=*/true};
   }
@@ -496,39 +498,34 @@ absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
                                            absl::Span<const journal::BlockWrite> given) {
   // What ApplyPending and SyncFileAndMark do for one transaction when nothing older is
   // pending, with the same crash points, from the caller's images where the transaction
-  // holds none (the blocks it took from staging it holds; a transaction committed in several
-  // batches holds none and is read back from the journal). On a failure the transaction is
+  // holds none (the blocks it took from staging it holds). On a failure the transaction is
   // kept as they keep it, with its images copied in now: the caller's go when it returns.
   const uint64_t lsn = txn.lsn;
   std::vector<BlockImage> images;
+  images.reserve(txn.blocks.size());
+  size_t g = 0;  // `given` and txn.blocks are both in block order
+  std::vector<const journal::BlockWrite*> sorted(given.size());
+  for (size_t i = 0; i < given.size(); ++i) sorted[i] = &given[i];
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto* a, const auto* b) { return a->block < b->block; });
   std::vector<absl::string_view> views(txn.blocks.size());
-  if (!txn.images_in_journal) {
-    images.reserve(txn.blocks.size());
-    size_t g = 0;  // `given` and txn.blocks are both in block order
-    std::vector<const journal::BlockWrite*> sorted(given.size());
-    for (size_t i = 0; i < given.size(); ++i) sorted[i] = &given[i];
-    std::sort(sorted.begin(), sorted.end(),
-              [](const auto* a, const auto* b) { return a->block < b->block; });
-    for (size_t i = 0; i < txn.blocks.size(); ++i) {
-      const journal::CommittedBlock& b = txn.blocks[i];
-      while (g < sorted.size() && sorted[g]->block < b.block) ++g;
-      views[i] = b.data.empty() && g < sorted.size() && sorted[g]->block == b.block
-                     ? sorted[g]->data
-                     : absl::string_view(b.data);
-      images.push_back({b.block, absl::MakeConstSpan(views[i].data(), views[i].size())});
-    }
+  for (size_t i = 0; i < txn.blocks.size(); ++i) {
+    const journal::CommittedBlock& b = txn.blocks[i];
+    while (g < sorted.size() && sorted[g]->block < b.block) ++g;
+    views[i] = b.data.empty() && g < sorted.size() && sorted[g]->block == b.block
+                   ? sorted[g]->data
+                   : absl::string_view(b.data);
+    images.push_back({b.block, absl::MakeConstSpan(views[i].data(), views[i].size())});
   }
   auto keep = [&] {
-    for (size_t i = 0; i < txn.blocks.size() && !txn.images_in_journal; ++i) {
+    for (size_t i = 0; i < txn.blocks.size(); ++i) {
       if (txn.blocks[i].data.empty()) txn.blocks[i].data.assign(views[i].data(), views[i].size());
     }
     unapplied_.emplace(lsn, std::move(txn));
   };
   absl::Status s = CheckOwnerBeforeApply();
   if (s.ok()) {
-    s = txn.images_in_journal
-            ? WriteTransaction(txn, /*one_at_a_time=*/false)
-            : WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); });
+    s = WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); });
   }
   if (s.ok()) s = file_->Sync();
   if (!s.ok()) {

@@ -1204,6 +1204,17 @@ namespace {
 constexpr uint64_t kLargeUmsyncJournalBytes = uint64_t{32} << 20;
 }  // namespace
 
+absl::Status Mapping::StageCaptured(Capture& cap) {
+  WriteBackResult r = write_back_->Evicted(ImagesOf(cap));
+  if (!r.ok()) {
+    SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
+    return r.status;
+  }
+  ReleaseCaptured(cap, Table::kStaged);
+  cap.Reset();
+  return absl::OkStatus();
+}
+
 absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes) {
   sync_first_.store(first, std::memory_order_release);
   sync_end_.store(end, std::memory_order_release);
@@ -1228,18 +1239,13 @@ absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_byt
       // A full chunk with more to come: staged like an evicted block (uncommitted; the
       // blocks become clean and evictable, a miss reads the staged image), for the commit
       // below to take with the rest of the range.
-      r = write_back_->Evicted(ImagesOf(cap));
-      if (!r.ok()) {
-        // This chunk's blocks are dirty again; the chunks staged before stay staged, as
-        // evicted blocks do: a later umsync commits them all.
-        SettleCapture(cap, b, next, r);
-        return r.status;
-      }
-      ReleaseCaptured(cap, Table::kStaged);
+      // On failure this chunk's blocks are dirty again; the chunks staged before stay
+      // staged, as evicted blocks do: a later umsync commits them all.
+      const uint32_t staged = static_cast<uint32_t>(cap.blocks.size());
+      RETURN_IF_ERROR(StageCaptured(cap));
       // The chunk's blocks are clean now: a fixed cache makes its room here (lazy sizing's
       // thread does so by itself).
-      rt_->MakeRoom(static_cast<uint32_t>(cap.blocks.size()));
-      cap.Reset();
+      rt_->MakeRoom(staged);
       b = next;
       continue;
     }
@@ -1288,14 +1294,7 @@ absl::Status Mapping::StageDirty() {
   const size_t chunk_bytes = std::max<size_t>(rt_->options().umsync_chunk_bytes, block_size_);
   for (uint64_t b = 0, next = 0; b < table_.size(); b = next) {
     RETURN_IF_ERROR(CaptureDirty(b, table_.size(), &cap, chunk_bytes, &next));
-    if (cap.blocks.empty()) continue;
-    WriteBackResult r = write_back_->Evicted(ImagesOf(cap));
-    if (!r.ok()) {
-      SettleCapture(cap, 0, table_.size(), r);  // dirty again: nothing lost
-      return r.status;
-    }
-    ReleaseCaptured(cap, Table::kStaged);
-    cap.Reset();
+    if (!cap.blocks.empty()) RETURN_IF_ERROR(StageCaptured(cap));
   }
   return absl::OkStatus();
 }

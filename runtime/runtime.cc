@@ -477,27 +477,19 @@ uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
                       EvictBatchSize(), max_blocks);
 }
 
-void Runtime::ReserveOutsideCache(uint64_t bytes) {
+void Runtime::ReserveOutsideCache(uint64_t bytes) { AdjustOutsideCache(bytes, 0); }
+
+void Runtime::ReleaseOutsideCache(uint64_t bytes) { AdjustOutsideCache(0, bytes); }
+
+void Runtime::AdjustOutsideCache(uint64_t add, uint64_t remove) {
   if (sizer_ != nullptr) {
-    sizer_->Reserve(bytes);
+    if (add != 0) sizer_->Reserve(add);
+    if (remove != 0) sizer_->Release(remove);
     return;
   }
   absl::MutexLock l(&outside_mu_);
   if (outside_reserved_ == 0) fixed_limit_ = pool_.limit();
-  outside_reserved_ += bytes;
-  const uint64_t take = outside_reserved_ / geo_.block_size;
-  pool_.set_limit(static_cast<uint32_t>(std::max<uint64_t>(
-      SizingPolicy::kMinBlocks, fixed_limit_ > take ? fixed_limit_ - take : 0)));
-  UpdateReadCap();
-}
-
-void Runtime::ReleaseOutsideCache(uint64_t bytes) {
-  if (sizer_ != nullptr) {
-    sizer_->Release(bytes);
-    return;
-  }
-  absl::MutexLock l(&outside_mu_);
-  outside_reserved_ -= std::min(outside_reserved_, bytes);
+  outside_reserved_ = outside_reserved_ + add - std::min(outside_reserved_ + add, remove);
   const uint64_t take = outside_reserved_ / geo_.block_size;
   pool_.set_limit(static_cast<uint32_t>(std::max<uint64_t>(
       SizingPolicy::kMinBlocks, fixed_limit_ > take ? fixed_limit_ - take : 0)));

@@ -309,6 +309,9 @@ class Runtime {
   int pidfd_ = -1;    // this process, for batched discards (process_madvise)
 
   BlockPool pool_;
+  // Both halves of Reserve/ReleaseOutsideCache: the sizer's budget, or a fixed cache's limit
+  // less what is reserved now.
+  void AdjustOutsideCache(uint64_t add, uint64_t remove);
   // ReserveOutsideCache of a fixed cache: its configured limit and the bytes reserved.
   absl::Mutex outside_mu_;
   uint32_t fixed_limit_ ABSL_GUARDED_BY(outside_mu_) = 0;
