@@ -11,7 +11,7 @@ namespace umap::faultinject {
 namespace {
 
 constexpr absl::string_view kOpNames[kNumFsOps] = {
-    "new_writable_file", "append", "sync", "fsync", "close", "rename_file", "dir_fsync",
+    "new_writable_file", "append", "sync", "fsync", "close", "rename_file", "dir_fsync", "write",
 };
 
 std::string DirOf(const std::string& path) {
@@ -163,11 +163,45 @@ class FaultWritableFile final : public rocksdb::FSWritableFileOwnerWrapper {
     if (fs_->skip_syncs()) return rocksdb::IOStatus::OK();
     // Only what was appended before the sync started is known to be covered by it.
     const uint64_t covered = fs_->SizeOf(path_);
+    const uint64_t extended = fs_->ExtendedOf(path_);
     s = op == FsOp::kSync ? target()->Sync(options, dbg) : target()->Fsync(options, dbg);
-    if (s.ok()) fs_->OnSynced(path_, covered);
+    if (s.ok()) fs_->OnSynced(path_, covered, extended);
     return s;
   }
 
+  FaultFs* const fs_;
+  const std::string path_;
+};
+
+// A random-access read/write file: its writes pass the rules (kWrite) and the freeze,
+// and extend the file's tracked state (FileState::extended); syncs are forwarded untracked.
+class FaultRandomRWFile final : public rocksdb::FSRandomRWFileOwnerWrapper {
+ public:
+  FaultRandomRWFile(FaultFs* fs, std::string path, std::unique_ptr<rocksdb::FSRandomRWFile> t)
+      : FSRandomRWFileOwnerWrapper(std::move(t)), fs_(fs), path_(std::move(path)) {}
+
+  rocksdb::IOStatus Write(uint64_t offset, const rocksdb::Slice& data,
+                          const rocksdb::IOOptions& options,
+                          rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
+    if (fs_->IsFrozen()) return fs_->Refuse("write " + path_);
+    rocksdb::IOStatus s = fs_->Inject(FsOp::kWrite, path_);
+    if (s.ok()) s = target()->Write(offset, data, options, dbg);
+    if (s.ok()) fs_->OnWritten(path_, offset + data.size());
+    return s;
+  }
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
+    if (fs_->IsFrozen()) return fs_->Refuse("sync " + path_);
+    return target()->Sync(options, dbg);
+  }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    absl::ReaderMutexLock freeze(&fs_->freeze_mu_);  // see SimulatePowerCut
+    if (fs_->IsFrozen()) return fs_->Refuse("fsync " + path_);
+    return target()->Fsync(options, dbg);
+  }
+
+ private:
   FaultFs* const fs_;
   const std::string path_;
 };
@@ -242,7 +276,22 @@ void FaultFs::OnTruncated(const std::string& path, uint64_t size) {
   if (it == files_.end()) return;
   it->second.size = size;
   it->second.synced_size = std::min(it->second.synced_size, size);
+  it->second.extended = std::min(it->second.extended, size);
+  it->second.synced_extended = std::min(it->second.synced_extended, size);
   for (auto& [begin, end] : it->second.lost) end = std::min(end, size);
+}
+
+void FaultFs::OnWritten(const std::string& path, uint64_t end) {
+  absl::MutexLock l(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return;  // not created through this FileSystem: untracked
+  it->second.extended = std::max(it->second.extended, end);
+}
+
+uint64_t FaultFs::ExtendedOf(const std::string& path) {
+  absl::MutexLock l(&mu_);
+  auto it = files_.find(path);
+  return it == files_.end() ? 0 : it->second.extended;
 }
 
 uint64_t FaultFs::SizeOf(const std::string& path) {
@@ -251,11 +300,13 @@ uint64_t FaultFs::SizeOf(const std::string& path) {
   return it == files_.end() ? 0 : it->second.size;
 }
 
-void FaultFs::OnSynced(const std::string& path, uint64_t size) {
+void FaultFs::OnSynced(const std::string& path, uint64_t size, uint64_t extended) {
   absl::MutexLock l(&mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return;
   it->second.synced_size = std::max(it->second.synced_size, std::min(size, it->second.size));
+  it->second.synced_extended =
+      std::max(it->second.synced_extended, std::min(extended, it->second.extended));
 }
 
 void FaultFs::OnSyncLostData(const std::string& path) {
@@ -330,6 +381,18 @@ rocksdb::IOStatus FaultFs::NewSequentialFile(const std::string& fname,
                                              rocksdb::IODebugContext* dbg) {
   if (IsFrozen()) return Refuse("open " + fname);
   return target()->NewSequentialFile(fname, opts, result, dbg);
+}
+
+rocksdb::IOStatus FaultFs::NewRandomRWFile(const std::string& fname,
+                                           const rocksdb::FileOptions& opts,
+                                           std::unique_ptr<rocksdb::FSRandomRWFile>* result,
+                                           rocksdb::IODebugContext* dbg) {
+  absl::ReaderMutexLock freeze(&freeze_mu_);  // see SimulatePowerCut
+  if (IsFrozen()) return Refuse("open for writing " + fname);
+  rocksdb::IOStatus s = target()->NewRandomRWFile(fname, opts, result, dbg);
+  if (!s.ok()) return s;
+  *result = std::make_unique<FaultRandomRWFile>(this, fname, std::move(*result));
+  return s;
 }
 
 rocksdb::IOStatus FaultFs::NewRandomAccessFile(
@@ -456,23 +519,29 @@ void FaultFs::Restart() {
   frozen_.store(false);
 }
 
+rocksdb::IOStatus FaultFs::ZeroRange(const std::string& path, uint64_t begin, uint64_t end) {
+  if (begin >= end) return rocksdb::IOStatus::OK();
+  const rocksdb::IOOptions io;
+  std::unique_ptr<rocksdb::FSRandomRWFile> rw;
+  rocksdb::IOStatus s = target()->NewRandomRWFile(path, rocksdb::FileOptions(), &rw, nullptr);
+  if (s.ok()) s = rw->Write(begin, std::string(end - begin, '\0'), io, nullptr);
+  if (s.ok()) s = rw->Close(io, nullptr);
+  return s;
+}
+
 absl::Status FaultFs::ZeroLost(const std::string& path, const FileState& st, uint64_t keep,
                               uint64_t* zeroed) {
   const rocksdb::IOOptions io;
   if (st.lost.empty() || !target()->FileExists(path, io, nullptr).ok()) return absl::OkStatus();
-  std::unique_ptr<rocksdb::FSRandomRWFile> rw;
-  rocksdb::IOStatus s;
   for (const auto& [begin, lost_end] : st.lost) {
     const uint64_t end = std::min(lost_end, keep);
     if (begin >= end) continue;
-    if (rw == nullptr) s = target()->NewRandomRWFile(path, rocksdb::FileOptions(), &rw, nullptr);
     // What a disk shows for blocks that were allocated but never written.
-    if (s.ok()) s = rw->Write(begin, std::string(end - begin, '\0'), io, nullptr);
+    rocksdb::IOStatus s = ZeroRange(path, begin, end);
     if (!s.ok()) return ToAbsl(s, "zero lost bytes of " + path);
     *zeroed += end - begin;
   }
-  if (rw != nullptr) s = rw->Close(io, nullptr);
-  return ToAbsl(s, "zero lost bytes of " + path);
+  return absl::OkStatus();
 }
 
 absl::Status FaultFs::DropUnsyncedData(const FsDropOptions& options) {
@@ -508,14 +577,21 @@ absl::Status FaultFs::DropUnsyncedData(const FsDropOptions& options) {
       const uint64_t pick = NextRandom(&rng) % (inside + 2);
       keep = pick == 0 ? st.synced_size : pick == inside + 1 ? st.size : first + (pick - 1) * sector;
     }
+    uint64_t keep_size = keep;  // the file's size after the cut
     if (!target()->FileExists(path, io, nullptr).ok()) continue;  // deleted since
     uint64_t on_disk = 0;
     rocksdb::IOStatus s = target()->GetFileSize(path, io, &on_disk, nullptr);
-    if (s.ok() && on_disk > keep) {
+    if (s.ok() && st.synced_extended > keep) {
+      // A synced extension (written zeros) survives with its size: the unsynced appended
+      // bytes over it read as what was there before them, and only what lies beyond it goes.
+      s = ZeroRange(path, keep, std::min(st.size, st.synced_extended));
+      keep_size = st.synced_extended;
+    }
+    if (s.ok() && on_disk > keep_size) {
       // PosixFileSystem (7.8) has no FileSystem::Truncate; its writable file has one.
       std::unique_ptr<rocksdb::FSWritableFile> w;
       s = target()->ReopenWritableFile(path, rocksdb::FileOptions(), &w, nullptr);
-      if (s.ok()) s = w->Truncate(keep, io, nullptr);
+      if (s.ok()) s = w->Truncate(keep_size, io, nullptr);
       if (s.ok()) s = w->Close(io, nullptr);
     }
     note(ToAbsl(s, "truncate " + path));

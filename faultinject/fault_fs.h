@@ -8,7 +8,8 @@
 //   options.env = env.get();   // env and fs must outlive the DB
 //
 // What it does:
-//   - fails Append, Sync, Fsync, Close, NewWritableFile, RenameFile or a directory fsync
+//   - fails Append, Sync, Fsync, Close, NewWritableFile, RenameFile, a directory fsync or a
+//     random-access write
 //     with IOStatus::IOError or IOStatus::NoSpace: the next N calls, or 1 call in n drawn
 //     from a seed; transient (the rule ends after N) or sticky (once fired, every later
 //     matching call fails, like a disk that stays full); optionally only for one class of
@@ -37,8 +38,15 @@
 // counters (fired(), counters()), not by their text. Injected errors have no retryable or
 // data-loss flags unless FsFault says so.
 //
+//   - fails writes through a random-access read/write file (kWrite: the zeros the journal
+//     writes a WAL into, journal/wal_zero_fill.h) as it fails appends; they are
+//     refused after the power cut. Those beyond a writable file's appended bytes extend it:
+//     a Sync of that file makes the extension durable, and DropUnsyncedData then keeps it,
+//     zeroing the unsynced appended bytes under it instead of cutting them off (a file
+//     system that persisted the size with the earlier sync, but not the later data).
+//
 // Not modelled: unsynced deletes coming back, ReuseWritableFile (WAL recycling; forwarded
-// untracked), random-access read/write files (forwarded untracked), and reads of lost
+// untracked), syncs through a random-access read/write file, and reads of lost
 // bytes (they stay readable until the power cut, as from a page cache that kept them).
 //
 // Thread safety: all methods may be called concurrently (RocksDB calls from its
@@ -76,8 +84,9 @@ enum class FsOp {
   kClose,            // FSWritableFile::Close
   kRenameFile,
   kDirFsync,         // FSDirectory::Fsync / FsyncWithDirOptions
+  kWrite,            // FSRandomRWFile::Write (the zeros a WAL is written into)
 };
-inline constexpr int kNumFsOps = 7;
+inline constexpr int kNumFsOps = 8;
 absl::string_view FsOpName(FsOp op);
 
 // RocksDB file classes, by file name.
@@ -207,6 +216,9 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus NewSequentialFile(const std::string& fname, const rocksdb::FileOptions& opts,
                                       std::unique_ptr<rocksdb::FSSequentialFile>* result,
                                       rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus NewRandomRWFile(const std::string& fname, const rocksdb::FileOptions& opts,
+                                    std::unique_ptr<rocksdb::FSRandomRWFile>* result,
+                                    rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus NewRandomAccessFile(const std::string& fname,
                                         const rocksdb::FileOptions& opts,
                                         std::unique_ptr<rocksdb::FSRandomAccessFile>* result,
@@ -234,10 +246,13 @@ class FaultFs : public rocksdb::FileSystemWrapper {
 
  private:
   friend class FaultWritableFile;
+  friend class FaultRandomRWFile;
   friend class FaultDirectory;
   struct FileState {
     uint64_t size = 0;         // bytes appended (or the size when reopened)
     uint64_t synced_size = 0;  // size at the last successful Sync/Fsync
+    uint64_t extended = 0;     // the end of random-access writes (beyond `size`: an extension)
+    uint64_t synced_extended = 0;  // `extended` at the last successful Sync/Fsync
     // [begin, end) ranges a LosesData sync failed to write: never durable, whatever the
     // later syncs say.
     std::vector<std::pair<uint64_t, uint64_t>> lost;
@@ -254,8 +269,13 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   void OnAppended(const std::string& path, uint64_t n_or_end, bool positioned);
   void OnTruncated(const std::string& path, uint64_t size);
   uint64_t SizeOf(const std::string& path);
-  void OnSynced(const std::string& path, uint64_t size);
+  uint64_t ExtendedOf(const std::string& path);
+  void OnWritten(const std::string& path, uint64_t end);  // a random-access write
+  // `size`, `extended`: what the sync covers (known when it started).
+  void OnSynced(const std::string& path, uint64_t size, uint64_t extended);
   void OnSyncLostData(const std::string& path);
+  // DropUnsyncedData: writes zeros over [begin, end) of `path` in the base FileSystem.
+  rocksdb::IOStatus ZeroRange(const std::string& path, uint64_t begin, uint64_t end);
   // DropUnsyncedData: zeroes st's lost ranges below `keep` (the size the file keeps).
   absl::Status ZeroLost(const std::string& path, const FileState& st, uint64_t keep,
                         uint64_t* zeroed);

@@ -194,6 +194,12 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
       uint64_t size = 0;
       io = fs.GetFileSize(absl::StrCat(dir, "/", name), rocksdb::IOOptions(), &size, nullptr);
       if (!io.ok() && !io.IsNotFound()) return FromRocksDb(io, absl::StrCat("stat ", name));
+      if (size > 0 && absl::EndsWith(name, ".log")) {
+        // A WAL is written into zeros (wal_zero_fill.h): zeros alone are no data.
+        absl::StatusOr<bool> zeros = AllZeros(fs, absl::StrCat(dir, "/", name));
+        if (!zeros.ok()) return zeros.status();
+        if (*zeros) size = 0;
+      }
       if (size > 0) {
         return Lost(dir, absl::StrCat("its CURRENT file is missing while ", name,
                                       " holds data (RocksDB would start an empty database)"));

@@ -23,6 +23,7 @@
 #include "journal/lock_holder.h"
 #include "journal/pending_reader.h"
 #include "journal/private_fs.h"
+#include "journal/wal_zero_fill.h"
 #include "journal/table_options.h"
 #include "journal/rocksdb_status.h"
 #include "journal/integrity.h"
@@ -375,7 +376,9 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   std::unique_ptr<JournalFence> fence;
   if (!options.read_only) {
     ASSIGN_OR_RETURN(fence, JournalFence::Acquire(dir, options.expected_epoch));
-    fs = std::make_shared<FencedFs>(fs, fence.get());
+    // WAL appends overwrite written zeros, so a commit's fdatasync flushes data only; under
+    // the fence, so that a fenced owner writes no zeros either.
+    fs = std::make_shared<FencedFs>(std::make_shared<WalZeroFillFs>(fs), fence.get());
   }
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   auto listener = std::make_shared<Listener>();

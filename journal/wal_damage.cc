@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "base/coding.h"
 #include "base/crc32c.h"
 #include "base/posix_error.h"
@@ -305,6 +306,28 @@ absl::StatusOr<std::optional<WalDamage>> FindWalDamage(rocksdb::FileSystem& fs,
   }
   damage->last_lsn_before = last_lsn_before;
   return damage;
+}
+
+absl::StatusOr<uint64_t> WalRecordsEnd(rocksdb::FileSystem& fs, const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadWhole(fs, path);
+  if (!bytes.ok()) return bytes.status();
+  absl::string_view name(path);
+  if (size_t slash = name.rfind('/'); slash != absl::string_view::npos) {
+    name.remove_prefix(slash + 1);
+  }
+  uint64_t number = 0;
+  if (!absl::ConsumeSuffix(&name, ".log") || !absl::SimpleAtoi(name, &number)) {
+    return WithErrno(absl::InvalidArgumentError(absl::StrCat(path, " is not a WAL file")),
+                     EINVAL);
+  }
+  uint64_t fragments = 0, orphans = 0;
+  return Parse(*bytes, 0, number, &fragments, &orphans, [](absl::string_view) {}).record_begin;
+}
+
+absl::StatusOr<bool> AllZeros(rocksdb::FileSystem& fs, const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadWhole(fs, path);
+  if (!bytes.ok()) return bytes.status();
+  return bytes->find_first_not_of('\0') == std::string::npos;
 }
 
 std::string DescribeWalDamage(const WalDamage& d) {

@@ -53,6 +53,16 @@ absl::StatusOr<std::optional<WalDamage>> FindWalDamage(rocksdb::FileSystem& fs,
                                                        const std::string& dir,
                                                        uint64_t min_wal_number = 0);
 
+// Where the readable records of the WAL file at `path` end: the offset after the last
+// logical record that reads whole from the start of the file. What follows is a torn or
+// damaged record, the zeros a WAL is written into (journal/wal_zero_fill.h), or nothing.
+// Errors: the file system's.
+absl::StatusOr<uint64_t> WalRecordsEnd(rocksdb::FileSystem& fs, const std::string& path);
+
+// True if every byte of the file at `path` is zero (a WAL written into zeros and never
+// appended to). Errors: the file system's.
+absl::StatusOr<bool> AllZeros(rocksdb::FileSystem& fs, const std::string& path);
+
 // The refusal of a damaged journal: kDataLoss (errno EIO), naming the bytes that cannot be
 // read, the LSNs around them, that acknowledged commits may be lost, and what to do.
 absl::Status DamagedWalError(const std::string& dir, const WalDamage& damage);

@@ -308,6 +308,53 @@ TEST_F(FaultFsTest, DropTruncatesEachFileToItsLastSyncedSize) {
   EXPECT_EQ(fs_->counters().bytes_dropped, 50u);
 }
 
+// A file extended with written zeros ahead of its appends (journal/wal_zero_fill.h): once a
+// sync covered the extension, a power cut keeps the size, and the unsynced appends over the
+// zeros read as zeros again; an extension no sync covered goes with the unsynced appends.
+TEST_F(FaultFsTest, ASyncedExtensionKeepsItsSizeAndItsZerosUnderUnsyncedAppends) {
+  for (bool synced_extension : {true, false}) {
+    SCOPED_TRACE(synced_extension ? "synced extension" : "unsynced extension");
+    std::string path = dir_.File(synced_extension ? "000007.log" : "000008.log");
+    auto f = Create(path);
+    ASSERT_THAT(SyncDir(dir_.path()), RocksOk());
+    ASSERT_THAT(Append(f.get(), std::string(100, 's')), RocksOk());
+    ASSERT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksOk());
+    std::unique_ptr<rocksdb::FSRandomRWFile> rw;
+    ASSERT_THAT(fs_->NewRandomRWFile(path, rocksdb::FileOptions(), &rw, nullptr), RocksOk());
+    ASSERT_THAT(rw->Write(100, std::string(412, '\0'), rocksdb::IOOptions(), nullptr), RocksOk());
+    if (synced_extension) {
+      ASSERT_THAT(f->Sync(rocksdb::IOOptions(), nullptr), RocksOk());
+    }
+    ASSERT_THAT(Append(f.get(), std::string(50, 'u')), RocksOk());
+    EXPECT_EQ(Read(path).size(), 512u);
+    f.reset();
+    rw.reset();
+    Crash();
+    EXPECT_EQ(Read(path), synced_extension ? std::string(100, 's') + std::string(412, '\0')
+                                           : std::string(100, 's'));
+  }
+}
+
+TEST_F(FaultFsTest, WritesThroughARandomRWFileAreInjectedAndRefusedAfterThePowerCut) {
+  std::string path = dir_.File("000007.log");
+  auto f = Create(path);
+  std::unique_ptr<rocksdb::FSRandomRWFile> rw;
+  ASSERT_THAT(fs_->NewRandomRWFile(path, rocksdb::FileOptions(), &rw, nullptr), RocksOk());
+  ASSERT_OK(fs_->FailNext(FsOp::kWrite, 1, FsFault::NoSpace().OnlyFor(FileClass::kWal)));
+  EXPECT_THAT(rw->Write(0, std::string(10, '\0'), rocksdb::IOOptions(), nullptr),
+              RocksIs(kIOError, kNoSpaceSub));
+  EXPECT_EQ(fs_->fired(FsOp::kWrite), 1u);
+  EXPECT_THAT(rw->Write(0, std::string(10, '\0'), rocksdb::IOOptions(), nullptr), RocksOk());
+  fs_->SimulatePowerCut();
+  EXPECT_THAT(rw->Write(10, std::string(10, '\0'), rocksdb::IOOptions(), nullptr),
+              RocksIs(kIOError, kNoSub));
+  EXPECT_EQ(Read(path).size(), 10u) << "the refused write did not land";
+  f.reset();
+  rw.reset();
+  ASSERT_OK(fs_->DropUnsyncedData(FsDropOptions::DropAll()));
+  fs_->Restart();
+}
+
 TEST_F(FaultFsTest, SyncThatLosesDataZeroesItsBytesEvenUnderLaterSyncedOnes) {
   std::string path = dir_.File("000007.log");
   auto f = Create(path);

@@ -512,15 +512,15 @@ class Sut {
   enum class Inject {
     kDataWriteEio, kDataWriteEnospc, kDataTornWrite, kDataSyncEio, kDataSyncLosesData,
     kWalAppendIo, kWalAppendNoSpace, kWalSyncIo, kWalSyncNoSpace, kJournalNewFileIo,
-    kWalSyncLosesData,
+    kWalSyncLosesData, kWalZerosNoSpace,
   };
-  static constexpr int kNumInject = 11;
+  static constexpr int kNumInject = 12;
   static const char* InjectName(Inject i) {
     static const char* kNames[] = {"data write EIO", "data write ENOSPC", "data torn write",
                                    "data fdatasync EIO", "data fdatasync loses data",
                                    "WAL append IOError", "WAL append NoSpace", "WAL sync IOError",
                                    "WAL sync NoSpace", "journal new file IOError",
-                                   "WAL sync loses data"};
+                                   "WAL sync loses data", "WAL zeros NoSpace"};
     return kNames[static_cast<int>(i)];
   }
 
@@ -561,6 +561,9 @@ class Sut {
       case Inject::kWalSyncLosesData:  // a power cut zeroes the failed sync's WAL bytes
         s = fs_->FailNext(FsOp::kSync, count,
                           FsFault::IOError().LosesData().OnlyFor(FileClass::kWal));
+        break;
+      case Inject::kWalZerosNoSpace:  // the zeros a WAL is written into, ahead of its records
+        s = fs_->FailNext(FsOp::kWrite, count, FsFault::NoSpace().OnlyFor(FileClass::kWal));
         break;
     }
     RC_ASSERT(s.ok());

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "journal/format.h"
+#include "journal/wal_damage.h"
 #include "rocksdb/db.h"
+#include "rocksdb/file_system.h"
 #include "tests/recovery/kill_workload.h"
 #include "tests/recovery/subprocess.h"
 #include "tests/testing/temp_dir.h"
@@ -229,24 +231,6 @@ TEST_F(UmapRecoverCliTest, NewerJournalFormatIsRefused) {
   ExpectFileIs({});
 }
 
-// A WAL cut inside its last record: that commit never completed (its sync never returned),
-// RocksDB's point-in-time recovery drops it, and the committed prefix is replayed.
-TEST_F(UmapRecoverCliTest, TruncatedWalTailReplaysTheCommittedPrefix) {
-  Backlog(4);
-  std::string wal;
-  for (const auto& e : std::filesystem::directory_iterator(journal_)) {
-    if (e.path().extension() == ".log" && std::filesystem::file_size(e.path()) > 0) {
-      wal = e.path().string();
-    }
-  }
-  ASSERT_FALSE(wal.empty());
-  std::filesystem::resize_file(wal, std::filesystem::file_size(wal) - 100);
-  ProcResult r = Recover();
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("replayed 3 transactions (LSN 1..3)"));
-  ExpectFileIs(StateAfter(3));
-}
-
 // The journal's WAL file with records (Backlog leaves exactly one).
 std::string WalOf(const std::string& journal) {
   std::string wal;
@@ -256,6 +240,36 @@ std::string WalOf(const std::string& journal) {
     }
   }
   return wal;
+}
+
+// Where the records of `wal` end (zeros follow them up to the file's size).
+uint64_t RecordsEnd(const std::string& wal) {
+  absl::StatusOr<uint64_t> end = journal::WalRecordsEnd(*rocksdb::FileSystem::Default(), wal);
+  EXPECT_TRUE(end.ok()) << end.status();
+  return end.value_or(0);
+}
+
+// A WAL cut inside its last record: that commit never completed (its sync never returned),
+// RocksDB's point-in-time recovery drops it, and the committed prefix is replayed. Both
+// ways a crash leaves it: the file cut there, or zeros after the cut (the WAL is written
+// into zeros, and the file system kept its size but not the last record's bytes).
+TEST_F(UmapRecoverCliTest, TruncatedWalTailReplaysTheCommittedPrefix) {
+  for (bool zeros_after : {false, true}) {
+    SCOPED_TRACE(zeros_after ? "zeros after the cut" : "file cut");
+    journal_ = dir_.File(zeros_after ? "journal-zeros" : "journal-cut");
+    ASSERT_TRUE(WriteFile(file_, Contents({}, recoverytest::kKillBlocks)));
+    Backlog(4);
+    const std::string wal = WalOf(journal_);
+    ASSERT_FALSE(wal.empty());
+    const uint64_t cut = RecordsEnd(wal) - 100;
+    const uint64_t size = std::filesystem::file_size(wal);
+    std::filesystem::resize_file(wal, cut);
+    if (zeros_after) std::filesystem::resize_file(wal, size);  // the new bytes read as zeros
+    ProcResult r = Recover();
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("replayed 3 transactions (LSN 1..3)"));
+    ExpectFileIs(StateAfter(3));
+  }
 }
 
 void FlipByte(const std::string& path, uint64_t offset) {
@@ -271,7 +285,7 @@ TEST_F(UmapRecoverCliTest, DamagedWalIsRefusedByEveryCommandAndNothingIsWritten)
   Backlog(20);
   const std::string wal = WalOf(journal_);
   ASSERT_FALSE(wal.empty());
-  FlipByte(wal, std::filesystem::file_size(wal) / 3);
+  FlipByte(wal, RecordsEnd(wal) / 3);
   const std::string wal_before = ReadFile(wal), file_before = ReadFile(file_);
   for (std::vector<std::string> cmd : {std::vector<std::string>{"status"}, {"verify"},
                                        {"--dry-run"}, {"replay"}, {"--json", "status"}}) {
@@ -295,7 +309,7 @@ TEST_F(UmapRecoverCliTest, DamagedWalIsRefusedByEveryCommandAndNothingIsWritten)
 TEST_F(UmapRecoverCliTest, SalvageReplaysTheReadableCommitsAndSaysWhatWasDamaged) {
   Backlog(20);
   const std::string wal = WalOf(journal_);
-  FlipByte(wal, std::filesystem::file_size(wal) / 3);
+  FlipByte(wal, RecordsEnd(wal) / 3);
   const std::string wal_before = ReadFile(wal), file_before = ReadFile(file_);
   ProcResult preview = Recover({"--salvage", "status"});
   EXPECT_EQ(preview.exit_code, 1) << preview.out << preview.err;
