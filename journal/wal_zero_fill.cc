@@ -20,20 +20,12 @@ class ZeroFilledWal final : public rocksdb::FSWritableFileOwnerWrapper {
 
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
                            rocksdb::IODebugContext* d) override {
-    absl::MutexLock lock(&mu_);
-    if (rocksdb::IOStatus s = Reserve(data.size(), o, d); !s.ok()) return s;
-    rocksdb::IOStatus s = target()->Append(data, o, d);
-    if (s.ok()) size_ += data.size();
-    return s;
+    return OnZeros(data.size(), o, d, [&] { return target()->Append(data, o, d); });
   }
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
                            const rocksdb::DataVerificationInfo& info,
                            rocksdb::IODebugContext* d) override {
-    absl::MutexLock lock(&mu_);
-    if (rocksdb::IOStatus s = Reserve(data.size(), o, d); !s.ok()) return s;
-    rocksdb::IOStatus s = target()->Append(data, o, info, d);
-    if (s.ok()) size_ += data.size();
-    return s;
+    return OnZeros(data.size(), o, d, [&] { return target()->Append(data, o, info, d); });
   }
   rocksdb::IOStatus Truncate(uint64_t size, const rocksdb::IOOptions& o,
                              rocksdb::IODebugContext* d) override {
@@ -72,6 +64,17 @@ class ZeroFilledWal final : public rocksdb::FSWritableFileOwnerWrapper {
   }
 
  private:
+  // Runs `append` (of `n` bytes) once they will land on written zeros.
+  template <typename AppendFn>
+  rocksdb::IOStatus OnZeros(uint64_t n, const rocksdb::IOOptions& o, rocksdb::IODebugContext* d,
+                            AppendFn append) {
+    absl::MutexLock lock(&mu_);
+    if (rocksdb::IOStatus s = Reserve(n, o, d); !s.ok()) return s;
+    rocksdb::IOStatus s = append();
+    if (s.ok()) size_ += n;
+    return s;
+  }
+
   // Makes sure `n` more bytes land on written zeros, extending them by whole steps.
   rocksdb::IOStatus Reserve(uint64_t n, const rocksdb::IOOptions& o, rocksdb::IODebugContext* d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
