@@ -378,7 +378,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
     ASSIGN_OR_RETURN(fence, JournalFence::Acquire(dir, options.expected_epoch));
     // WAL appends overwrite written zeros, so a commit's fdatasync flushes data only; under
     // the fence, so that a fenced owner writes no zeros either.
-    fs = std::make_shared<FencedFs>(std::make_shared<WalZeroFillFs>(fs), fence.get());
+    if (ZeroFillPaysOn(dir)) fs = std::make_shared<WalZeroFillFs>(fs);
+    fs = std::make_shared<FencedFs>(fs, fence.get());
   }
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   auto listener = std::make_shared<Listener>();

@@ -1,5 +1,7 @@
 #include "journal/wal_zero_fill.h"
 
+#include <sys/vfs.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -107,6 +109,29 @@ bool IsWalFileName(const std::string& fname) {
   }
   if (!absl::ConsumeSuffix(&name, ".log") || name.empty()) return false;
   return std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isdigit(c); });
+}
+
+bool ZeroFillPaysOnFsType(int64_t f_type) {
+  switch (static_cast<uint32_t>(f_type)) {
+    case 0x65735546:  // FUSE (GlusterFS, and any other userspace file system)
+    case 0x6969:      // NFS
+    case 0xFF534D42:  // CIFS
+    case 0xFE534D42:  // SMB2
+    case 0x00C36400:  // Ceph
+    case 0x0BD00BD0:  // Lustre
+    case 0x47504653:  // GPFS
+    case 0x013111A8:  // IBRIX
+    case 0x6B414653:  // AFS
+      return false;
+    default:
+      return true;
+  }
+}
+
+bool ZeroFillPaysOn(const std::string& dir) {
+  struct statfs st;
+  if (::statfs(dir.c_str(), &st) != 0) return true;
+  return ZeroFillPaysOnFsType(static_cast<int64_t>(st.f_type));
 }
 
 rocksdb::IOStatus WalZeroFillFs::NewWritableFile(const std::string& fname,

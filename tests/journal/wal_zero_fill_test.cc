@@ -63,6 +63,17 @@ TEST(WalFileNameTest, IsANumberAndDotLog) {
   EXPECT_FALSE(IsWalFileName("/j/MANIFEST-000012"));
 }
 
+TEST(ZeroFillPaysOnTest, NotOnFuseOrNetworkFileSystems) {
+  EXPECT_TRUE(ZeroFillPaysOnFsType(0xEF53));       // ext2/3/4
+  EXPECT_TRUE(ZeroFillPaysOnFsType(0x58465342));   // XFS
+  EXPECT_TRUE(ZeroFillPaysOnFsType(0x01021994));   // tmpfs
+  EXPECT_FALSE(ZeroFillPaysOnFsType(0x65735546));  // FUSE (GlusterFS)
+  EXPECT_FALSE(ZeroFillPaysOnFsType(0x6969));      // NFS
+  EXPECT_FALSE(ZeroFillPaysOnFsType(0x0BD00BD0));  // Lustre
+  EXPECT_FALSE(ZeroFillPaysOnFsType(0x47504653));  // GPFS
+  EXPECT_TRUE(ZeroFillPaysOn("/dev/shm"));
+}
+
 // The records land on zeros written ahead of them; the zeros grow in steps that double from
 // 64 KiB up to WalZeroFillFs::kStep, so few appends change the file's size.
 TEST_F(WalZeroFillTest, AWalIsWrittenIntoZerosThatGrowInDoublingSteps) {
