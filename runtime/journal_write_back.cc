@@ -212,8 +212,9 @@ absl::StatusOr<bool> JournalWriteBack::CopyNewest(
     const std::map<uint64_t, journal::Transaction>& txns, uint64_t block, absl::Span<char> dst) {
   for (auto it = txns.rbegin(); it != txns.rend(); ++it) {
     const std::vector<journal::CommittedBlock>& blocks = it->second.blocks;
-    auto b = std::lower_bound(blocks.begin(), blocks.end(), block,
-                              [](const journal::CommittedBlock& c, uint64_t x) { return c.block < x; });
+    auto b = std::lower_bound(
+        blocks.begin(), blocks.end(), block,
+        [](const journal::CommittedBlock& c, uint64_t x) { return c.block < x; });
     if (b == blocks.end() || b->block != block) continue;
     if (it->second.images_in_journal) {
       const uint64_t lsn = it->first;
@@ -240,11 +241,16 @@ absl::Status JournalWriteBack::WriteTransaction(const journal::Transaction& t,
   return journal_->Read([&](journal::Journal& j) -> absl::Status {
     journal::PendingReaderOptions options;
     std::unique_ptr<journal::PendingReader> reader = j.NewPendingReader(options);
-    std::vector<char> buf(std::min<uint64_t>(kReadBackBytes, Bytes(t)));
+    // At least one image: a block may be larger than kReadBackBytes.
+    uint64_t largest = 0;
+    for (const journal::CommittedBlock& b : t.blocks) {
+      largest = std::max<uint64_t>(largest, b.length);
+    }
+    std::vector<char> buf(std::max(largest, std::min<uint64_t>(kReadBackBytes, Bytes(t))));
     std::vector<BlockImage> images;
     size_t used = 0;
     for (const journal::CommittedBlock& b : t.blocks) {
-      if (used + b.length > buf.size()) {
+      if (used > 0 && used + b.length > buf.size()) {
         RETURN_IF_ERROR(WriteImages(file_, block_size_, images, crash_point, one_at_a_time));
         images.clear();
         used = 0;

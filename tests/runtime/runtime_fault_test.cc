@@ -278,6 +278,36 @@ TEST_P(RuntimeFaultTest, AUmsyncLargerThanItsChunkIsCapturedAChunkAtATimeAndLose
   ::close(fd);
 }
 
+// Blocks larger than the 1 MiB the apply reads a streamed transaction back in: each is
+// read and written whole. (The first write of each block fails once, so the transaction
+// stays in the journal and the retry applies it from there.)
+TEST_P(RuntimeFaultTest, AStreamedUmsyncOfBlocksLargerThanItsReadBackBufferIsWrittenWhole) {
+  constexpr size_t kBig = 2 << 20, kBigSize = 16 * kBig;
+  RuntimeOptions o = Options();
+  o.block_size = kBig;
+  o.cache_bytes = 12 * kBig;
+  o.io_max_bytes = kBig;
+  o.umsync_chunk_bytes = kBig;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const int fd = MakePatternFile(dir_.File("big"), kBigSize);
+  ASSERT_GE(fd, 0);
+  auto mapped = (*rt)->Map(nullptr, kBigSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  char* p = static_cast<char*>(*mapped);
+  std::vector<char> want = Pattern(kBigSize);
+  for (size_t b : {1, 2, 5}) {
+    std::memset(p + b * kBig, static_cast<char>('a' + b), kBig);
+    std::memset(want.data() + b * kBig, static_cast<char>('a' + b), kBig);
+  }
+  ASSERT_TRUE_OK(env_.FailNext(Op::kWrite, 1, Fault::Error(EIO)));
+  EXPECT_EQ(ErrnoFromStatus((*rt)->Sync(p, kBigSize)), EIO);
+  ASSERT_TRUE_OK((*rt)->Sync(p, kBigSize));
+  EXPECT_EQ(ReadAll(dir_.File("big")), want);
+  ASSERT_TRUE_OK((*rt)->Unmap(p, kBigSize));
+  ::close(fd);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, RuntimeFaultTest,
     ::testing::Values(Mode{"journal_off", UMAP_POLICY_RELAXED, UMAP_JOURNAL_OFF},
