@@ -84,6 +84,17 @@ void PutPayload(rocksdb::WriteBatch* batch, uint64_t lsn, const CommittedBlock& 
   batch->Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
 }
 
+// Deletes every payload record of transaction `lsn` with one range deletion.
+void DeletePayloads(rocksdb::WriteBatch* batch, uint64_t lsn) {
+  batch->DeleteRange(ToSlice(TxnPayloadKey(lsn, 0)), ToSlice(TxnPayloadKey(lsn + 1, 0)));
+}
+
+// A staged record the journal's index lists but RocksDB no longer holds.
+absl::Status StagedVanished(const std::string& dir, uint64_t mapping_id, uint64_t block) {
+  return absl::DataLossError(absl::StrCat("journal ", dir, ": staged block ", block,
+                                          " of mapping ", mapping_id, " vanished"));
+}
+
 // Transactions of at least this many blocks have their payloads deleted with one range
 // deletion. Smaller ones keep point deletions: every range tombstone in a memtable makes
 // RocksDB rebuild its fragmented tombstone list at the next read, and small transactions
@@ -285,7 +296,8 @@ struct Journal::Claim {
 };
 
 Journal::Journal(std::string dir, DirId dir_id, uint64_t staged_quota,
-                 uint64_t commit_batch_bytes, std::unique_ptr<JournalFence> fence, std::unique_ptr<rocksdb::Env> env,
+                 uint64_t commit_batch_bytes, std::unique_ptr<JournalFence> fence,
+                 std::unique_ptr<rocksdb::Env> env,
                  std::shared_ptr<Listener> listener,
                  std::shared_ptr<rocksdb::Statistics> statistics, rocksdb::DB* db)
     : dir_(std::move(dir)),
@@ -403,7 +415,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
         s, absl::StrCat(options.read_only ? "open (read-only) journal " : "open journal ", dir));
   }
   std::unique_ptr<Journal> journal(new Journal(dir, dir_id, options.staged_quota_bytes,
-                                               options.commit_batch_bytes, std::move(fence), std::move(rocks_env),
+                                               options.commit_batch_bytes, std::move(fence),
+                                               std::move(rocks_env),
                                                std::move(listener), std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
   RETURN_IF_ERROR(journal->Recover(options.keep_staged || options.read_only, options.read_only));
@@ -546,7 +559,7 @@ absl::Status Journal::DropOrphanPayloads(bool read_only) {
            orphans.front(), "): never committed");
   rocksdb::WriteBatch batch;
   for (uint64_t lsn : orphans) {
-    batch.DeleteRange(ToSlice(TxnPayloadKey(lsn, 0)), ToSlice(TxnPayloadKey(lsn + 1, 0)));
+    DeletePayloads(&batch, lsn);
   }
   // No sync: if the deletion is lost, the next Open finds them again.
   return Write(&batch, /*sync=*/false, "delete payloads of unfinished commits");
@@ -803,8 +816,7 @@ absl::StatusOr<StagedBlock> Journal::ReadStagedRecord(uint64_t mapping_id, uint6
   const std::string key = StagedKey(mapping_id, block);
   rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), ToSlice(key), value);
   if (rs.IsNotFound()) {
-    return absl::DataLossError(absl::StrCat("journal ", dir_, ": staged block ", block,
-                                            " of mapping ", mapping_id, " vanished"));
+    return StagedVanished(dir_, mapping_id, block);
   }
   RETURN_IF_ERROR(FromRocksDb(rs, absl::StrCat("read staged block in journal ", dir_)));
   return DecodeStaged(key, *value);
@@ -1008,8 +1020,7 @@ absl::Status Journal::CommitStreamed(Transaction* txn, absl::Span<const BlockWri
     while (staged_it->Valid() && staged_it->key().compare(ToSlice(key)) < 0) staged_it->Next();
     RETURN_IF_ERROR(FromRocksDb(staged_it->status(), absl::StrCat("read journal ", dir_)));
     if (!staged_it->Valid() || staged_it->key().compare(ToSlice(key)) != 0) {
-      return absl::DataLossError(absl::StrCat("journal ", dir_, ": staged block ", block,
-                                              " of mapping ", txn->mapping_id, " vanished"));
+      return StagedVanished(dir_, txn->mapping_id, block);
     }
     return DecodeStaged(ToView(staged_it->key()), ToView(staged_it->value()));
   };
@@ -1053,7 +1064,7 @@ absl::Status Journal::CommitStreamed(Transaction* txn, absl::Span<const BlockWri
     absl::Status undo;
     if (payloads_written) {
       rocksdb::WriteBatch drop;
-      drop.DeleteRange(ToSlice(TxnPayloadKey(lsn, 0)), ToSlice(TxnPayloadKey(lsn + 1, 0)));
+      DeletePayloads(&drop, lsn);
       undo = Write(&drop, /*sync=*/false, absl::StrCat("drop payloads of transaction ", lsn));
     }
     absl::MutexLock l(&mu_);
@@ -1107,7 +1118,7 @@ absl::Status Journal::MarkApplied(absl::Span<const uint64_t> lsns) {
     if (t.blocks.size() >= kRangeDeleteBlocks) {
       // Every payload key of `lsn` lies in [P|lsn|0, P|lsn+1|0): one range tombstone
       // instead of one point tombstone per block (a 4 GiB transaction has a million).
-      batch.DeleteRange(ToSlice(TxnPayloadKey(lsn, 0)), ToSlice(TxnPayloadKey(lsn + 1, 0)));
+      DeletePayloads(&batch, lsn);
     } else {
       for (uint64_t b : t.blocks) batch.Delete(ToSlice(TxnPayloadKey(lsn, b)));
     }

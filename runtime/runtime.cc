@@ -489,7 +489,8 @@ void Runtime::AdjustOutsideCache(uint64_t add, uint64_t remove) {
   }
   absl::MutexLock l(&outside_mu_);
   if (outside_reserved_ == 0) fixed_limit_ = pool_.limit();
-  outside_reserved_ = outside_reserved_ + add - std::min(outside_reserved_ + add, remove);
+  outside_reserved_ += add;
+  outside_reserved_ -= std::min(outside_reserved_, remove);
   const uint64_t take = outside_reserved_ / geo_.block_size;
   pool_.set_limit(static_cast<uint32_t>(std::max<uint64_t>(
       SizingPolicy::kMinBlocks, fixed_limit_ > take ? fixed_limit_ - take : 0)));

@@ -31,7 +31,8 @@ class WalZeroFillTest : public ::testing::Test {
  protected:
   std::unique_ptr<rocksdb::FSWritableFile> Create(const std::string& name) {
     std::unique_ptr<rocksdb::FSWritableFile> f;
-    rocksdb::IOStatus s = fs_->NewWritableFile(dir_.File(name), rocksdb::FileOptions(), &f, nullptr);
+    rocksdb::IOStatus s =
+        fs_->NewWritableFile(dir_.File(name), rocksdb::FileOptions(), &f, nullptr);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return f;
   }
