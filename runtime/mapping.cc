@@ -1039,7 +1039,7 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   // The capture buffer holds at most umsync_chunk_bytes whatever the range's size. Atomic
   // policy: the whole range is one transaction (SyncStaging). Otherwise the range is synced
   // in chunks of that many bytes of blocks.
-  const size_t chunk_bytes = std::max<size_t>(rt_->options().umsync_chunk_bytes, block_size_);
+  const size_t chunk_bytes = ChunkBytes();
   absl::Status status;
   if (write_back_->keeps_evicted()) {
     status = SyncStaging(first, end, chunk_bytes);
@@ -1066,9 +1066,11 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
   if (next != nullptr) *next = end;
   // Size the buffer once from a first look at the dirty bits (blocks dirtied meanwhile
   // still fit: the vector grows), instead of doubling it block by block.
+  // (The count stops at a full capture: a umsync of many chunks does not rescan the rest
+  // of its range for each.)
+  const uint64_t most = max_bytes / block_size_ + 1;
   uint64_t expect = 0;
-  for (uint64_t b = first; b < end; ++b) expect += table_.Load(b).dirty();
-  expect = std::min<uint64_t>(expect, max_bytes / block_size_ + 1);
+  for (uint64_t b = first; b < end && expect < most; ++b) expect += table_.Load(b).dirty();
   cap->Reserve(expect * block_size_);
   cap->blocks.reserve(expect);
   // Dirty blocks are locked in ascending order (as fills lock theirs), up to kMaxBatch at a
@@ -1215,6 +1217,10 @@ absl::Status Mapping::StageCaptured(Capture& cap) {
   return absl::OkStatus();
 }
 
+size_t Mapping::ChunkBytes() const {
+  return std::max<size_t>(rt_->options().umsync_chunk_bytes, block_size_);
+}
+
 absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes) {
   sync_first_.store(first, std::memory_order_release);
   sync_end_.store(end, std::memory_order_release);
@@ -1291,7 +1297,7 @@ absl::Status Mapping::StageDirty() {
   Capture& cap = capture_;
   absl::Cleanup reset = [&cap] { cap.Reset(); };
   // A chunk at a time, as a umsync captures (SyncStaging).
-  const size_t chunk_bytes = std::max<size_t>(rt_->options().umsync_chunk_bytes, block_size_);
+  const size_t chunk_bytes = ChunkBytes();
   for (uint64_t b = 0, next = 0; b < table_.size(); b = next) {
     RETURN_IF_ERROR(CaptureDirty(b, table_.size(), &cap, chunk_bytes, &next));
     if (!cap.blocks.empty()) RETURN_IF_ERROR(StageCaptured(cap));

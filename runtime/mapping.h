@@ -311,6 +311,9 @@ class Mapping final : public io::IoFileClient {
                             size_t max_bytes = SIZE_MAX, uint64_t* next = nullptr);
   // The captured images, as the sink takes them (file block numbers).
   std::vector<BlockImage> ImagesOf(const Capture& cap) const;
+  // The most image bytes a umsync (or StageDirty) captures at a time: umsync_chunk_bytes,
+  // at least one block.
+  size_t ChunkBytes() const;
   // Stages the captured images in the sink (WriteBack::Evicted): the blocks become clean and
   // held by the sink, and `cap` is emptied; on failure they are dirty again.
   absl::Status StageCaptured(Capture& cap);
