@@ -81,6 +81,40 @@ TEST(IoRuntimeTest, ASequentialScanIsReadInMergedReadsAheadOfTheReader) {
   ::close(fd);
 }
 
+// Sixteen readers scanning one mapping each keep their own stream. The reads interleave
+// (one block of each region in turn, the order sixteen scanning threads produce), so with
+// fewer stream slots than streams every miss would replace another region's stream, none
+// would be found again, and nothing would be read ahead (it was so with 8 slots).
+TEST(IoRuntimeTest, SixteenInterleavedScansEachKeepTheirReadAhead) {
+  TempDir dir;
+  constexpr size_t kRegions = 16, kRegionBlocks = 128;
+  constexpr size_t kSize = kRegions * kRegionBlocks * kBlock;  // 8 MiB, twice the cache
+  int fd = MakePatternFile(dir.File("f"), kSize, O_RDONLY);
+  ASSERT_GE(fd, 0);
+  RuntimeOptions o;
+  o.cache_bytes = 1024 * kBlock;
+  o.prefetch_bytes = 32 * kBlock;
+  auto rt = MakeRuntime(o);
+  ASSERT_NE(rt, nullptr);
+  auto p = rt->Map(nullptr, kSize, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const char* base = static_cast<const char*>(*p);
+  for (size_t i = 0; i < kRegionBlocks; ++i) {
+    for (size_t r = 0; r < kRegions; ++r) {
+      const size_t off = (r * kRegionBlocks + i) * kBlock + 8 * i;
+      ASSERT_EQ(base[off], PatternByte(off)) << "offset " << off;
+    }
+  }
+  const umap_stats s = rt->Stats();
+  EXPECT_EQ(s.io_read_failures, 0u);
+  // Each region misses a few times while its window grows, then read-ahead keeps ahead.
+  EXPECT_LT(s.faults_missing, kRegions * kRegionBlocks / 4)
+      << s.faults_missing << " misses, " << s.prefetched_blocks << " blocks read ahead";
+  EXPECT_GT(s.prefetched_blocks, kRegions * kRegionBlocks / 2);
+  ASSERT_TRUE(rt->Unmap(*p, kSize).ok());
+  ::close(fd);
+}
+
 // Signal mode: a stream's second miss is read with its first read-ahead window in one read
 // by the faulting thread (no round trip through the channels); the window's blocks are then
 // resident, and the next miss past them continues the stream through the channels.
