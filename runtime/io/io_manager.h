@@ -226,6 +226,11 @@ class IoManager {
   const uint32_t max_blocks_;
   const uint32_t short_blocks_;              // kShortReadBytes in blocks (at least 1)
   std::atomic<unsigned> large_slots_;        // SetReadCap: per channel; depth by default
+  // Puts the io_uring channels' first `large` slots in huge pages where they fill whole
+  // ones, and the rest not (see the .cc for why and what was measured).
+  void AdviseHugePages(unsigned large);
+  absl::Mutex advice_mu_;
+  unsigned advised_large_ ABSL_GUARDED_BY(advice_mu_) = 0;
   IoScheduler sched_;
   IoCounters counters_;
   std::atomic<bool> stop_{false};
