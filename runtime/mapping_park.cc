@@ -73,9 +73,11 @@ bool Mapping::PreparePark(uint64_t block, uint32_t park, EvictionBatch* batch) {
   Table::Entry e;
   if (!table_.TryLock(block, &e)) return false;
   // Clean (a clean block of a writable mapping is write-protected, so nothing changes it
-  // between the copy and the discard), not on its way to the file, and not referenced by a
-  // thread that is working on it.
-  if (!e.present() || e.dirty() || e.shadow() || InSync(block) ||
+  // between the copy and the discard), not on its way to the file (a shadow, or captured by
+  // a umsync whose outcome is not known: kSyncing), and not referenced by a thread that is
+  // working on it. The other clean blocks of a umsync's range are parked as anywhere: a
+  // program that umsyncs often is in a umsync most of the time.
+  if (!e.present() || e.dirty() || e.shadow() || e.syncing() ||
       rt_->pool().state(e.cache_block()) != CbState::kSemiActive) {
     table_.Unlock(block, e.v);
     return false;

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "faultinject/fault_env.h"
 #include "runtime/cache_sizer.h"
 #include "runtime/cgroup_board.h"
 #include "runtime/mapping.h"
@@ -377,6 +379,59 @@ TEST_F(LazySizing, AReadRunStopsAtAParkedBlock) {
   ASSERT_TRUE((*rt)->Unmap(p, blocks * kBlock).ok());
   EXPECT_EQ((*rt)->pool().held(), 0u) << "no cache block leaked";
   EXPECT_EQ(sizer->parks().in_use(), 0u) << "no park buffer leaked";
+}
+
+// Programs that umsync often are in a umsync most of the time. Parking (the sizer's
+// sampling of reuse) must go on for the clean blocks of the range meanwhile; only the
+// blocks the umsync captured wait for its outcome. Here a umsync of the whole mapping
+// waits in the file's fdatasync while the sizer parks lone blocks of that range.
+TEST_F(LazySizing, ParkingGoesOnWhileAUmsyncOfTheRangeWaits) {
+  faultinject::FaultEnv env(Env::Default());
+  RuntimeOptions o = Options(1024);
+  o.fault_mode = UMAP_FAULT_SIGNAL;
+  o.env = &env;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const uint64_t blocks = 4096, spacing = 64;
+  char* p = MapFile(**rt, "synced", blocks, /*writable=*/true);
+  ASSERT_NE(p, nullptr);
+  Mapping* m = nullptr;
+  (*rt)->WhileMappingsPinned([&] { (*rt)->ForEachMapping([&](Mapping& x) { m = &x; }); });
+  ASSERT_NE(m, nullptr);
+  CacheSizer* sizer = (*rt)->sizer();
+  ASSERT_NE(sizer, nullptr);
+  sizer->Stop();
+  const uint64_t written = 1;
+  p[written * kBlock + kBlock - 1] = 'w';
+  absl::Status st = env.FailNext(faultinject::Op::kSync, 1,
+                                 faultinject::Fault::Stall(absl::InfiniteDuration()));
+  ASSERT_TRUE(st.ok()) << st;
+  absl::Status sync_status;
+  std::thread syncer([&] { sync_status = (*rt)->Sync(p, blocks * kBlock); });
+  ASSERT_TRUE(env.WaitForStalled(1, absl::Seconds(30))) << "the umsync never reached fdatasync";
+  uint64_t parked = 0;
+  const auto end = steady_clock::now() + std::chrono::seconds(10);
+  while (parked == 0 && steady_clock::now() < end) {
+    sizer->Start();
+    for (uint64_t b = spacing; b < blocks; b += spacing) Read(p, b);
+    std::this_thread::sleep_for(milliseconds(50));
+    sizer->Stop();
+    for (uint64_t b = spacing; b < blocks && parked == 0; b += spacing) {
+      if (m->table().Load(b).parked()) parked = b;
+    }
+  }
+  EXPECT_NE(parked, 0u) << "no block of the umsync's range was parked in 10 s";
+  EXPECT_EQ(env.stalled(), 1) << "the umsync is still waiting";
+  env.ReleaseStalls();
+  syncer.join();
+  EXPECT_TRUE(sync_status.ok()) << sync_status;
+  if (parked != 0) Read(p, parked);  // served from its park buffer
+  EXPECT_EQ(p[written * kBlock + kBlock - 1], 'w');
+  ASSERT_TRUE((*rt)->Unmap(p, blocks * kBlock).ok());
+  EXPECT_EQ(sizer->parks().in_use(), 0u) << "no park buffer leaked";
+  const std::vector<char> file = umaptest::ReadAll(dir_.File("synced"));
+  ASSERT_EQ(file.size(), blocks * kBlock);
+  EXPECT_EQ(file[written * kBlock + kBlock - 1], 'w') << "the umsync's write reached the file";
 }
 
 TEST_F(LazySizing, FaultPathAllocatesNothing) {
