@@ -1080,8 +1080,15 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
   // blocks are clean (protected already), missing (nothing to protect), or were dirtied
   // after the scan passed them: protected again, their next write faults once and
   // HandleWriteProtect lifts the protection.
+  // But the kernel visits every page table entry of the span: a batch also ends before a
+  // gap of more than kMaxGapPages pages between two dirty blocks. Random 4 KiB writes over a
+  // 1 GiB mapping with a umsync of it every 100 writes (4 threads, 183 MiB cache) spent 20%
+  // of all CPU time walking spans in change_pte_range; ending batches at 256-page gaps left
+  // 1% there and added 6% of TLB flushes (CPU per write 102 -> 81 µs, medians of 5).
   constexpr int kMaxBatch = 64;
   constexpr uint64_t kMaxSpan = 8192;
+  constexpr uint64_t kMaxGapPages = 256;
+  const uint64_t max_gap = std::max<uint64_t>(1, kMaxGapPages * rt_->page_size() / block_size_);
   uint64_t batch_blocks[kMaxBatch], batch_entries[kMaxBatch];
   int n = 0;
   size_t taken = 0;  // image bytes captured by this call
@@ -1118,7 +1125,10 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
     // is published) and has written, even returned to call this umsync: wait for it.
     Table::Entry peek = table_.Load(b);
     if (!peek.dirty() && !peek.locked()) continue;
-    if (n > 0 && (n == kMaxBatch || b - batch_blocks[0] >= kMaxSpan)) RETURN_IF_ERROR(flush());
+    if (n > 0 && (n == kMaxBatch || b - batch_blocks[0] >= kMaxSpan ||
+                  b - batch_blocks[n - 1] > max_gap)) {
+      RETURN_IF_ERROR(flush());
+    }
     Table::Entry e = table_.Lock(b);
     if (!(e.present() && e.dirty())) {
       table_.Unlock(b, e.v);
