@@ -1084,7 +1084,8 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
   // gap of more than kMaxGapPages pages between two dirty blocks. Random 4 KiB writes over a
   // 1 GiB mapping with a umsync of it every 100 writes (4 threads, 183 MiB cache) spent 20%
   // of all CPU time walking spans in change_pte_range; ending batches at 256-page gaps left
-  // 1% there and added 6% of TLB flushes (CPU per write 102 -> 81 µs, medians of 5).
+  // 1% there and added 6% of TLB flushes (CPU per write 121 -> 97 µs, medians of 5; docs/
+  // performance.md "Writes with many syncing threads").
   constexpr int kMaxBatch = 64;
   constexpr uint64_t kMaxSpan = 8192;
   constexpr uint64_t kMaxGapPages = 256;
