@@ -91,6 +91,32 @@ class LazySizing : public ::testing::Test {
     }
   }
 
+  // The runtime's one mapping.
+  static Mapping* OnlyMapping(Runtime& rt) {
+    Mapping* m = nullptr;
+    rt.WhileMappingsPinned([&] { rt.ForEachMapping([&](Mapping& x) { m = &x; }); });
+    return m;
+  }
+
+  // Reads lone blocks `spacing` apart (random misses: no read-ahead around them) with the
+  // sizer running in short bursts, until it has parked one for which `wanted(block)` holds;
+  // returns it (0: none in 10 s). The sizer is stopped on return, so the block stays parked.
+  template <typename Wanted>
+  static uint64_t ParkALoneBlock(CacheSizer* sizer, Mapping& m, const char* p,
+                                 uint64_t blocks, uint64_t spacing, Wanted wanted) {
+    const auto end = steady_clock::now() + std::chrono::seconds(10);
+    while (steady_clock::now() < end) {
+      sizer->Start();
+      for (uint64_t b = spacing; b < blocks; b += spacing) Read(p, b);
+      std::this_thread::sleep_for(milliseconds(50));
+      sizer->Stop();
+      for (uint64_t b = spacing; b < blocks; b += spacing) {
+        if (m.table().Load(b).parked() && wanted(b)) return b;
+      }
+    }
+    return 0;
+  }
+
   void ExpectGrowthKeepsUpWithAReusedSet();
 
   std::shared_ptr<FakeMemoryProbe> probe_ = std::make_shared<FakeMemoryProbe>(8ull << 30, 0);
@@ -343,8 +369,7 @@ TEST_F(LazySizing, AReadRunStopsAtAParkedBlock) {
   const uint64_t blocks = 4096, spacing = 64;
   char* p = MapFile(**rt, "run", blocks, false);
   ASSERT_NE(p, nullptr);
-  Mapping* m = nullptr;
-  (*rt)->WhileMappingsPinned([&] { (*rt)->ForEachMapping([&](Mapping& x) { m = &x; }); });
+  Mapping* m = OnlyMapping(**rt);
   ASSERT_NE(m, nullptr);
   CacheSizer* sizer = (*rt)->sizer();
   ASSERT_NE(sizer, nullptr);
@@ -352,20 +377,10 @@ TEST_F(LazySizing, AReadRunStopsAtAParkedBlock) {
     const CacheEntryTable::Entry e = m->table().Load(b);
     return !e.present() && !e.parked() && !e.filling() && !e.stashed();
   };
-  // Lone blocks far apart (random misses: no read-ahead around them), until the sizer
-  // parked one whose two blocks before are still missing; then it is stopped, so that the
-  // block stays parked.
-  uint64_t parked = 0;
-  const auto end = steady_clock::now() + std::chrono::seconds(10);
-  while (parked == 0 && steady_clock::now() < end) {
-    sizer->Start();
-    for (uint64_t b = spacing; b < blocks; b += spacing) Read(p, b);
-    std::this_thread::sleep_for(milliseconds(50));
-    sizer->Stop();
-    for (uint64_t b = spacing; b < blocks && parked == 0; b += spacing) {
-      if (m->table().Load(b).parked() && missing(b - 1) && missing(b - 2)) parked = b;
-    }
-  }
+  // A parked block whose two blocks before are still missing.
+  const uint64_t parked = ParkALoneBlock(sizer, *m, p, blocks, spacing, [&](uint64_t b) {
+    return missing(b - 1) && missing(b - 2);
+  });
   ASSERT_NE(parked, 0u) << "the sizer parked no block in 10 s";
   const uint32_t held = (*rt)->pool().held();
   // A miss two blocks before it starts a stream; the next miss reads a run.
@@ -395,8 +410,7 @@ TEST_F(LazySizing, ParkingGoesOnWhileAUmsyncOfTheRangeWaits) {
   const uint64_t blocks = 4096, spacing = 64;
   char* p = MapFile(**rt, "synced", blocks, /*writable=*/true);
   ASSERT_NE(p, nullptr);
-  Mapping* m = nullptr;
-  (*rt)->WhileMappingsPinned([&] { (*rt)->ForEachMapping([&](Mapping& x) { m = &x; }); });
+  Mapping* m = OnlyMapping(**rt);
   ASSERT_NE(m, nullptr);
   CacheSizer* sizer = (*rt)->sizer();
   ASSERT_NE(sizer, nullptr);
@@ -409,17 +423,8 @@ TEST_F(LazySizing, ParkingGoesOnWhileAUmsyncOfTheRangeWaits) {
   absl::Status sync_status;
   std::thread syncer([&] { sync_status = (*rt)->Sync(p, blocks * kBlock); });
   ASSERT_TRUE(env.WaitForStalled(1, absl::Seconds(30))) << "the umsync never reached fdatasync";
-  uint64_t parked = 0;
-  const auto end = steady_clock::now() + std::chrono::seconds(10);
-  while (parked == 0 && steady_clock::now() < end) {
-    sizer->Start();
-    for (uint64_t b = spacing; b < blocks; b += spacing) Read(p, b);
-    std::this_thread::sleep_for(milliseconds(50));
-    sizer->Stop();
-    for (uint64_t b = spacing; b < blocks && parked == 0; b += spacing) {
-      if (m->table().Load(b).parked()) parked = b;
-    }
-  }
+  const uint64_t parked =
+      ParkALoneBlock(sizer, *m, p, blocks, spacing, [](uint64_t) { return true; });
   EXPECT_NE(parked, 0u) << "no block of the umsync's range was parked in 10 s";
   EXPECT_EQ(env.stalled(), 1) << "the umsync is still waiting";
   env.ReleaseStalls();
