@@ -1,8 +1,6 @@
 #include "base/ofd_lock.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
-#include <sys/vfs.h>
 #include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/fs_kind.h"
 #include "base/posix_error.h"
 
 namespace umap {
@@ -209,19 +208,8 @@ absl::StatusOr<LockCheck> CheckWriteLock(OfdLockFile& mine, OfdLockFile& probe, 
 }
 
 bool OnSharedFileSystem(int fd) {
-  struct statfs st;
-  if (::fstatfs(fd, &st) != 0) return true;  // unknown: assume the careful case
-  switch (static_cast<uint64_t>(st.f_type)) {
-    case EXT4_SUPER_MAGIC:  // also ext2/ext3
-    case XFS_SUPER_MAGIC:
-    case BTRFS_SUPER_MAGIC:
-    case TMPFS_MAGIC:
-    case 0x2fc12fc1:  // zfs
-    case F2FS_SUPER_MAGIC:
-      return false;
-    default:
-      return true;
-  }
+  // Unknown types (and a failed fstatfs): assume the careful case.
+  return FsKindOfFd(fd) != FsKind::kLocal;
 }
 
 std::string HostName() {

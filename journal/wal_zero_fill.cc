@@ -1,13 +1,12 @@
 #include "journal/wal_zero_fill.h"
 
-#include <sys/vfs.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "base/fs_kind.h"
 
 namespace umap::journal {
 
@@ -111,28 +110,9 @@ bool IsWalFileName(const std::string& fname) {
   return std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isdigit(c); });
 }
 
-bool ZeroFillPaysOnFsType(int64_t f_type) {
-  switch (static_cast<uint32_t>(f_type)) {
-    case 0x65735546:  // FUSE (GlusterFS, and any other userspace file system)
-    case 0x6969:      // NFS
-    case 0xFF534D42:  // CIFS
-    case 0xFE534D42:  // SMB2
-    case 0x00C36400:  // Ceph
-    case 0x0BD00BD0:  // Lustre
-    case 0x47504653:  // GPFS
-    case 0x013111A8:  // IBRIX
-    case 0x6B414653:  // AFS
-      return false;
-    default:
-      return true;
-  }
-}
+bool ZeroFillPaysOnFsType(int64_t f_type) { return FsKindOfType(f_type) != FsKind::kNetwork; }
 
-bool ZeroFillPaysOn(const std::string& dir) {
-  struct statfs st;
-  if (::statfs(dir.c_str(), &st) != 0) return true;
-  return ZeroFillPaysOnFsType(static_cast<int64_t>(st.f_type));
-}
+bool ZeroFillPaysOn(const std::string& dir) { return FsKindOfPath(dir) != FsKind::kNetwork; }
 
 rocksdb::IOStatus WalZeroFillFs::NewWritableFile(const std::string& fname,
                                                  const rocksdb::FileOptions& opts,

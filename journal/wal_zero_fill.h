@@ -71,8 +71,9 @@ class WalZeroFillFs final : public rocksdb::FileSystemWrapper {
 bool IsWalFileName(const std::string& fname);
 
 // Whether writing the WAL into zeros pays on the file system of type `f_type` (statfs(2)):
-// not on FUSE or network file systems, where the zeros cross the wire too and the server's
-// own file still grows (measured on GlusterFS: commits 10-20% slower with them).
+// not on FUSE or network file systems (base/fs_kind.h kNetwork), where the zeros cross the
+// wire too and the server's own file still grows (measured on GlusterFS: commits 10-20%
+// slower with them).
 bool ZeroFillPaysOnFsType(int64_t f_type);
 // The same for the file system holding `dir` (true if statfs fails: the open reports it).
 bool ZeroFillPaysOn(const std::string& dir);
