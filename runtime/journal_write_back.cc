@@ -427,9 +427,12 @@ void JournalWriteBack::ApplierLoop() {
   for (;;) {
     // Idle with written-but-unsynced transactions: sync once no commit came for
     // kIdleSyncDelay, so that a steady stream of umsyncs shares one fdatasync per 1 MiB
-    // (ApplyBatch) instead of paying one each.
+    // (ApplyBatch) instead of paying one each. A failed round is retried even with nothing
+    // left to write: its fdatasync may have succeeded and only the journal's mark failed.
+    // Its error would otherwise stand for good, and a umsync that commits nothing waits
+    // for a round that never comes.
     bool sync_now = false;
-    while (!stop_ && unapplied_.empty()) {
+    while (!stop_ && unapplied_.empty() && apply_error_.ok()) {
       if (applied_unsynced_.empty()) {
         apply_cv_.Wait(&apply_mu_);
       } else if (apply_cv_.WaitWithTimeout(&apply_mu_, kIdleSyncDelay) && unapplied_.empty()) {
@@ -438,7 +441,14 @@ void JournalWriteBack::ApplierLoop() {
       }
     }
     if (stop_) return;
-    absl::Status s = sync_now ? SyncFileAndMark(/*release_lock=*/true) : ApplyBatch();
+    absl::Status s;
+    if (!unapplied_.empty()) {
+      s = ApplyBatch();
+    } else if (sync_now || !applied_unsynced_.empty()) {
+      s = SyncFileAndMark(/*release_lock=*/true);
+    } else {
+      s = MarkAppliedBatch(/*force=*/true);  // the retry of a round whose mark failed
+    }
     if (!s.ok() && apply_error_.ok()) {
       UMAP_LOG(kError, "writing journaled transactions to ", file_->name(),
                " failed (they stay in the journal; retrying): ", s.ToString());

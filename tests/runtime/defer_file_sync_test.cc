@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -40,6 +42,9 @@ using ::umap::faultinject::DropMode;
 using ::umap::faultinject::Fault;
 using ::umap::faultinject::FaultEnv;
 using ::umap::faultinject::FaultFs;
+using ::umap::faultinject::FileClass;
+using ::umap::faultinject::FsFault;
+using ::umap::faultinject::FsOp;
 using ::umap::faultinject::FsDropOptions;
 using ::umap::faultinject::Op;
 using ::umaptest::MakePatternFile;
@@ -264,6 +269,63 @@ TEST_P(DeferFileSyncTest, TheBacklogIsBoundedWhileTheFileWriteHangs) {
   writer.join();
   EXPECT_TRUE(all_ok) << "the write that hung succeeded once released";
   EXPECT_EQ(done, rounds);
+  const char last = p[0];
+  ASSERT_TRUE(rt->Unmap(p, mapping).ok());
+  EXPECT_EQ(FileBytes(), std::string(mapping, last));
+}
+
+// The applier's fdatasync succeeded but marking its transactions applied in the journal
+// failed (a WAL append error): nothing is left to write, and the round's error must not
+// stay the applier's last word. A umsync with nothing new to commit waits for the next
+// round; once the applier went idle on the failure no round came, and that umsync waited
+// for ever (seen in the durability property: a heal's whole umsync hung).
+TEST_P(DeferFileSyncTest, AFailedJournalMarkIsRetriedSoALaterUmsyncReturns) {
+  auto rt = Start(/*defer=*/true);
+  ASSERT_NE(rt, nullptr);
+  char* p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  // The applier's first fdatasync hangs while 1.25 MiB of transactions is committed behind
+  // it, more than one batch of marks (JournalWriteBack::kMarkBytes, 1 MiB): a later file
+  // sync marks them in one journal write.
+  ASSERT_TRUE(
+      env_.FailNext(Op::kSync, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
+  const size_t mapping = kBlocks * kBlock;
+  const int rounds = 20;
+  ASSERT_LE(rounds * mapping, JournalWriteBack::kMaxBacklogBytes) << "no umsync may wait";
+  for (int r = 0; r < rounds; ++r) {
+    std::memset(p, 'a' + r % 26, mapping);
+    absl::Status s = rt->Sync(p, mapping);
+    ASSERT_TRUE(s.ok()) << "round " << r << ": " << s;
+  }
+  ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(10))) << "the applier syncs the file";
+  // Nobody commits now: the WAL appends from here on are the applier's marks, and they fail
+  // until cleared. Its rounds write the transactions still queued (a round with no file
+  // sync succeeds), and the last, an idle file sync, fails on its mark with nothing left to
+  // write.
+  ASSERT_TRUE(fs_->FailNext(FsOp::kAppend, 1,
+                            FsFault::IOError().OnlyFor(FileClass::kWal).Sticky())
+                  .ok());
+  env_.ReleaseStalls();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (fs_->fired(FsOp::kAppend) == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GE(fs_->fired(FsOp::kAppend), 1u) << "the applier marked its transactions";
+  absl::SleepFor(absl::Milliseconds(500));  // its rounds have ended, the last with the error
+  fs_->ClearAll();
+  // A umsync with nothing dirty commits nothing, so it gives the applier nothing to write.
+  std::atomic<bool> returned{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 100 && !returned; ++i) absl::SleepFor(absl::Milliseconds(100));
+    if (!returned) {
+      std::fprintf(stderr, "a umsync after the failed mark did not return in 10 s\n");
+      std::abort();  // the test cannot end otherwise: the umsync waits for ever
+    }
+  });
+  absl::Status s = rt->Sync(p, mapping);
+  returned = true;
+  watchdog.join();
+  EXPECT_TRUE(s.ok()) << "the retried mark succeeds: " << s;
   const char last = p[0];
   ASSERT_TRUE(rt->Unmap(p, mapping).ok());
   EXPECT_EQ(FileBytes(), std::string(mapping, last));
