@@ -51,6 +51,7 @@
 // Replay: the seed is printed by rapidcheck ("Using configuration: seed=..."); a failure
 // prints RC_PARAMS="reproduce=..." (docs/testing.md). Default 1000 cases per property
 // (max_success below, overridable with RC_PARAMS).
+#include <execinfo.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -65,6 +66,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -80,6 +82,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/debugging/symbolize.h"
 #include "base/crash_point.h"
 #include "faultinject/fault_env.h"
 #include "faultinject/fault_fs.h"
@@ -231,25 +234,76 @@ std::string SnapshotDiff(const std::map<std::string, std::string>& a,
 
 sigjmp_buf g_jump;
 volatile sig_atomic_t g_signal = 0;
+thread_local volatile sig_atomic_t t_guarded = 0;  // this thread is inside GuardedCopy's memcpy
+struct sigaction g_old_bus, g_old_segv;
 void OnSignal(int sig, siginfo_t* info, void* ucontext) {
   if (umap_handle_signal(sig, info, ucontext)) return;  // a miss (signal fault mode)
+  if (!t_guarded) {
+    // Another thread's fault (the handler is process-wide while the main thread copies):
+    // it is not the copy's to report, and jumping to the copy's context from this thread
+    // would only crash elsewhere. What was installed before takes it (a crash report).
+    const struct sigaction& prev = sig == SIGBUS ? g_old_bus : g_old_segv;
+    if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+      prev.sa_sigaction(sig, info, ucontext);
+    } else {
+      ::signal(sig, SIG_DFL);  // the faulting access runs again and the signal kills
+    }
+    return;
+  }
   g_signal = sig;
   siglongjmp(g_jump, 1);
 }
 
 // Copies n bytes (dst and/or src in the mapping); returns the signal raised, or 0.
 int GuardedCopy(char* dst, const char* src, size_t n) {
-  struct sigaction sa = {}, old_bus = {}, old_segv = {};
+  struct sigaction sa = {};
   sa.sa_sigaction = OnSignal;
   sa.sa_flags = SA_SIGINFO;
-  sigaction(SIGBUS, &sa, &old_bus);
-  sigaction(SIGSEGV, &sa, &old_segv);
+  sigaction(SIGBUS, &sa, &g_old_bus);
+  sigaction(SIGSEGV, &sa, &g_old_segv);
   g_signal = 0;
-  if (sigsetjmp(g_jump, 1) == 0) std::memcpy(dst, src, n);
-  sigaction(SIGBUS, &old_bus, nullptr);
-  sigaction(SIGSEGV, &old_segv, nullptr);
+  if (sigsetjmp(g_jump, 1) == 0) {
+    t_guarded = 1;
+    std::memcpy(dst, src, n);
+  }
+  t_guarded = 0;
+  sigaction(SIGBUS, &g_old_bus, nullptr);
+  sigaction(SIGSEGV, &g_old_segv, nullptr);
   return g_signal;
 }
+
+// A crash of the test process (a fault no handler resolved, an abort) prints the signal,
+// the address and the stack of the thread that took it, so that a rare timing-dependent
+// crash can be placed from the CI log alone. backtrace() unwinds by the call-frame tables
+// (the release build keeps no frame pointers); absl::Symbolize names the frames. Umap's
+// signal handlers, installed later, chain to this one for what they do not resolve.
+void WriteStr(const char* s) { (void)!::write(STDERR_FILENO, s, std::strlen(s)); }
+void OnCrash(int sig, siginfo_t* info, void*) {
+  char line[512];
+  std::snprintf(line, sizeof line, "\n*** durability property: signal %d (%s) at address %p, thread %ld\n",
+                sig, ::strsignal(sig), info->si_addr, static_cast<long>(::gettid()));
+  WriteStr(line);
+  void* pcs[64];
+  const int n = ::backtrace(pcs, 64);
+  for (int i = 0; i < n; ++i) {
+    char name[256];
+    if (!absl::Symbolize(pcs[i], name, sizeof name)) std::strcpy(name, "?");
+    std::snprintf(line, sizeof line, "  @ %p %s\n", pcs[i], name);
+    WriteStr(line);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+const bool kCrashReport = [] {
+  absl::InitializeSymbolizer("/proc/self/exe");
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads the unwinder now: not inside a signal handler
+  struct sigaction sa = {};
+  sa.sa_sigaction = OnCrash;
+  sa.sa_flags = SA_SIGINFO;
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE}) ::sigaction(sig, &sa, nullptr);
+  return true;
+}();
 
 // ---- the oracle ------------------------------------------------------------------------------
 
