@@ -549,8 +549,7 @@ absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
     return s;
   }
   UMAP_CRASH_POINT("apply.after_sync");
-  to_mark_.push_back(lsn);
-  to_mark_bytes_ += Bytes(txn);
+  NoteSynced(lsn, txn);
   return MarkAppliedBatch(/*force=*/false);
 }
 
@@ -576,10 +575,7 @@ absl::Status JournalWriteBack::SyncFileAndMark(bool release_lock) {
     syncing_.clear();
     return s;
   }
-  for (const auto& [lsn, t] : syncing_) {
-    to_mark_.push_back(lsn);
-    to_mark_bytes_ += Bytes(t);
-  }
+  for (const auto& [lsn, t] : syncing_) NoteSynced(lsn, t);
   syncing_.clear();
   // The data is durable in the file; a failed mark only leaves records that a replay would
   // rewrite with the same bytes. They stay listed for the next batch.
@@ -591,6 +587,11 @@ absl::Status JournalWriteBack::CheckOwnerBeforeApply() {
   // cut off) must not write its old transactions into the file: the new owner replayed them
   // and may have written newer blocks since. The commit of the newest one has just checked.
   return journal_->Run([](journal::Journal& j) { return j.CheckOwnerFresh(); });
+}
+
+void JournalWriteBack::NoteSynced(uint64_t lsn, const journal::Transaction& t) {
+  to_mark_.push_back(lsn);
+  to_mark_bytes_ += Bytes(t);
 }
 
 absl::Status JournalWriteBack::MarkAppliedBatch(bool force) {

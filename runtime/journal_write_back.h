@@ -258,6 +258,9 @@ class JournalWriteBack final : public WriteBack {
   std::vector<uint64_t> to_mark_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t to_mark_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
   absl::Status MarkAppliedBatch(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // A transaction the file's fdatasync covered: listed for the next batch of marks.
+  void NoteSynced(uint64_t lsn, const journal::Transaction& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The newest LSN this sink committed or adopted, and whether a Commit failed since.
   uint64_t last_lsn_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool commit_failed_ ABSL_GUARDED_BY(apply_mu_) = false;
