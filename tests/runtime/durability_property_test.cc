@@ -230,47 +230,11 @@ std::string SnapshotDiff(const std::map<std::string, std::string>& a,
   return out;
 }
 
-// ---- SIGBUS-safe access to the mapping ----------------------------------------------------
+// ---- crash report ------------------------------------------------------------------------------
 
-sigjmp_buf g_jump;
-volatile sig_atomic_t g_signal = 0;
-thread_local volatile sig_atomic_t t_guarded = 0;  // this thread is inside GuardedCopy's memcpy
-struct sigaction g_old_bus, g_old_segv;
-void OnSignal(int sig, siginfo_t* info, void* ucontext) {
-  if (umap_handle_signal(sig, info, ucontext)) return;  // a miss (signal fault mode)
-  if (!t_guarded) {
-    // Another thread's fault (the handler is process-wide while the main thread copies):
-    // it is not the copy's to report, and jumping to the copy's context from this thread
-    // would only crash elsewhere. What was installed before takes it (a crash report).
-    const struct sigaction& prev = sig == SIGBUS ? g_old_bus : g_old_segv;
-    if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
-      prev.sa_sigaction(sig, info, ucontext);
-    } else {
-      ::signal(sig, SIG_DFL);  // the faulting access runs again and the signal kills
-    }
-    return;
-  }
-  g_signal = sig;
-  siglongjmp(g_jump, 1);
-}
-
-// Copies n bytes (dst and/or src in the mapping); returns the signal raised, or 0.
-int GuardedCopy(char* dst, const char* src, size_t n) {
-  struct sigaction sa = {};
-  sa.sa_sigaction = OnSignal;
-  sa.sa_flags = SA_SIGINFO;
-  sigaction(SIGBUS, &sa, &g_old_bus);
-  sigaction(SIGSEGV, &sa, &g_old_segv);
-  g_signal = 0;
-  if (sigsetjmp(g_jump, 1) == 0) {
-    t_guarded = 1;
-    std::memcpy(dst, src, n);
-  }
-  t_guarded = 0;
-  sigaction(SIGBUS, &g_old_bus, nullptr);
-  sigaction(SIGSEGV, &g_old_segv, nullptr);
-  return g_signal;
-}
+// Accesses to the mapping go through umaptest::GuardedCopy (signal_probe.h), which turns a
+// SIGBUS or SIGSEGV of the access into a failed command.
+using ::umaptest::GuardedCopy;
 
 // A crash of the test process (a fault no handler resolved, an abort) prints the signal,
 // the address and the stack of the thread that took it, so that a rare timing-dependent
@@ -280,8 +244,9 @@ int GuardedCopy(char* dst, const char* src, size_t n) {
 void WriteStr(const char* s) { (void)!::write(STDERR_FILENO, s, std::strlen(s)); }
 void OnCrash(int sig, siginfo_t* info, void*) {
   char line[512];
-  std::snprintf(line, sizeof line, "\n*** durability property: signal %d (%s) at address %p, thread %ld\n",
-                sig, ::strsignal(sig), info->si_addr, static_cast<long>(::gettid()));
+  std::snprintf(line, sizeof line,
+                "\n*** durability property: signal %d (%s) at address %p, thread %ld\n", sig,
+                ::strsignal(sig), info->si_addr, static_cast<long>(::gettid()));
   WriteStr(line);
   void* pcs[64];
   const int n = ::backtrace(pcs, 64);
