@@ -24,10 +24,7 @@ FileReplay::FileReplay(const Context& context, FileGroup* g) : context_(context)
   std::iota(by_cover_.begin(), by_cover_.end(), 0);
   std::stable_sort(by_cover_.begin(), by_cover_.end(),
                    [&](uint64_t a, uint64_t b) { return txns[a].cover < txns[b].cover; });
-  if (writing()) {
-    absl::StatusOr<std::unique_ptr<File>> direct = g->file->OpenDirectWriter();
-    if (direct.ok()) direct_ = *std::move(direct);  // else every write is buffered
-  }
+  if (writing()) direct_ = std::make_unique<DirectWriter>(g->file.get());
 }
 
 absl::Status FileReplay::Run() {
@@ -127,27 +124,9 @@ absl::Status FileReplay::WritePieces(std::vector<WritePiece> pieces) {
     // nothing is marked until the fdatasync after them, so the next run writes them again.
     UMAP_CRASH_POINT("recovery.mid_replay");
   };
-  std::vector<WritePiece> buffered;
-  if (direct_ != nullptr) {
-    constexpr uint64_t kPage = 4096;
-    std::vector<WritePiece> direct;
-    for (const WritePiece& p : pieces) {
-      const bool aligned = p.offset % kPage == 0 && p.len % kPage == 0 &&
-                           reinterpret_cast<uintptr_t>(p.data) % kPage == 0;
-      (aligned ? direct : buffered).push_back(p);
-    }
-    absl::Status s = context_.engine->Write(direct_.get(), direct, before_each);
-    if (ErrnoFromStatus(s) != EINVAL) {
-      if (buffered.empty() || !s.ok()) return s;
-      return context_.engine->Write(g_->file.get(), buffered, before_each);
-    }
-    // The file system takes no direct writes of this shape: all through the page cache,
-    // now and for the rest of this file (rewriting what did land is harmless).
-    UMAP_LOG(kInfo, g_->path, ": direct writes refused (", s.message(),
-             "); writing through the page cache");
-    direct_.reset();
-  }
-  return context_.engine->Write(g_->file.get(), pieces, before_each);
+  return direct_->Write(pieces, [&](File* file, absl::Span<const WritePiece> p) {
+    return context_.engine->Write(file, p, before_each);
+  });
 }
 
 absl::Status FileReplay::Checkpoint(uint64_t txns_done) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/direct_writer.h"
 #include "base/write_engine.h"
 #include "journal/journal.h"
 #include "recovery/file_group.h"
@@ -57,9 +58,8 @@ class FileReplay {
  private:
   bool writing() const { return context_.options->mode == Mode::kReplay; }
   absl::Status Write(const ImageBatch& b);
-  // Writes `pieces` (sorted, not overlapping) through the O_DIRECT handle those that are
-  // whole aligned pages, the rest through the file; falls back to the file for good when
-  // the file system refuses a direct write (EINVAL).
+  // Writes `pieces` (sorted, not overlapping) through direct_: whole pages with O_DIRECT
+  // where the file system takes it, the rest through the page cache.
   absl::Status WritePieces(std::vector<WritePiece> pieces);
   // fdatasync (when anything was written since the last one), read-back, then MarkApplied
   // of the transactions whose newest images lie in plan transactions [0, txns_done).
@@ -76,7 +76,7 @@ class FileReplay {
   FileGroup* const g_;
   std::vector<uint64_t> by_cover_;  // plan transactions, in the order they become markable
   size_t marked_ = 0;               // by_cover_[0, marked_) are marked applied
-  std::unique_ptr<File> direct_;    // g_->file's O_DIRECT write handle, if it has one
+  std::unique_ptr<DirectWriter> direct_;  // g_->file's writer (when writing)
   bool unsynced_ = false;           // written since the last fdatasync
   std::vector<ImageBatch::Piece> written_;  // since the last fdatasync (verify_after_replay)
 };

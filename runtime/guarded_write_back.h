@@ -43,6 +43,7 @@ class GuardedWriteBack final : public WriteBack {
   absl::Status Drain() override { return inner_->Drain(); }
   // The writes are the inner sink's: it must see every I/O manager (a resume starts a new
   // one).
+  void UseDirectWrites(File* file) override { inner_->UseDirectWrites(file); }
   void set_io(io::IoManager* io) override {
     WriteBack::set_io(io);
     inner_->set_io(io);

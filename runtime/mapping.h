@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "base/direct_writer.h"
 #include "runtime/cache_entry_table.h"
 #include "runtime/coherence.h"
 #include "runtime/eviction_batch.h"
@@ -287,7 +288,9 @@ class Mapping final : public io::IoFileClient {
     // Buffers up to this size are kept for the next umsync; larger ones (an atomic umsync
     // of a large dirty set) are given back when the umsync ends.
     static constexpr size_t kKeptBytes = size_t{16} << 20;
-    std::vector<char> buf;  // buf.size() is its capacity; `used` bytes hold images
+    // buf.size() is its capacity; `used` bytes hold images. Page-aligned, like the images
+    // in it (whole pages but at the end of the file): written with O_DIRECT as they are.
+    std::vector<char, PageAlignedAllocator<char>> buf;
     size_t used = 0;
     std::vector<Captured> blocks;
     // Room for `bytes` more image bytes, keeping what is there.
@@ -298,7 +301,7 @@ class Mapping final : public io::IoFileClient {
     void Reset() {
       used = 0;
       blocks.clear();
-      if (buf.size() > kKeptBytes) std::vector<char>().swap(buf);
+      if (buf.size() > kKeptBytes) decltype(buf)().swap(buf);
       if (blocks.capacity() * sizeof(Captured) > kKeptBytes / 64) {
         std::vector<Captured>().swap(blocks);
       }

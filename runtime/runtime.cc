@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/fs_kind.h"
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/private_dir.h"
@@ -689,6 +690,12 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   if (writable) {
     ASSIGN_OR_RETURN(write_back, MakeWriteBack(file.get()));
     write_back->set_io(io_.get());
+    // Written back like it is read: with O_DIRECT, on a local file system. (On a FUSE or
+    // network file system the client's own write-behind merges and pipelines the writes;
+    // O_DIRECT would turn each into a synchronous round trip.)
+    if (options_.io_direct && FsKindOfFd(file->fd()) == FsKind::kLocal) {
+      write_back->UseDirectWrites(file.get());
+    }
     if (coh->checks_writes()) {
       JournalHandle* journal;
       {

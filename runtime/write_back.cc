@@ -17,7 +17,13 @@ absl::Status WriteBack::WriteImages(File* file, uint64_t block_size,
   for (const BlockImage& im : images) {
     pieces.push_back({im.block * block_size, im.data.data(), im.data.size()});
   }
-  if (io_ != nullptr && !one_at_a_time) return io_->Write(file, pieces, before_each);
+  if (io_ != nullptr && !one_at_a_time) {
+    auto write = [&](File* f, absl::Span<const WritePiece> p) {
+      return io_->Write(f, p, before_each);
+    };
+    if (direct_ != nullptr && direct_->file() == file) return direct_->Write(pieces, write);
+    return write(file, pieces);
+  }
   // One write per run of adjacent blocks, copied into one buffer.
   std::string run;
   size_t i = 0;

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
+#include "base/direct_writer.h"
 #include "umap/env.h"
 
 namespace umap::runtime {
@@ -83,6 +84,11 @@ class WriteBack {
   // with io_uring). Set once by the runtime before the first write; without one, writes
   // are issued one merged run at a time.
   virtual void set_io(io::IoManager* io) { io_ = io; }
+  // Writes whole-page images through an O_DIRECT description of `file` (DirectWriter),
+  // where its file system has one: no copy into the page cache, none of it charged to the
+  // process's memory cgroup, and no exclusive inode lock stalling the mapping's own O_DIRECT
+  // reads. Only for writes issued through the I/O manager. Set once, before the first write.
+  virtual void UseDirectWrites(File* file) { direct_ = std::make_unique<DirectWriter>(file); }
 
  protected:
   // Writes `images` (ascending blocks, each at most once) to `file`: adjacent blocks merge
@@ -94,6 +100,7 @@ class WriteBack {
 
  private:
   io::IoManager* io_ = nullptr;
+  std::unique_ptr<DirectWriter> direct_;
 };
 
 // Writes images straight to the file, merging runs of adjacent blocks into one write.

@@ -102,7 +102,8 @@ typedef struct umap_config {
   size_t io_max_bytes;       /* largest merged read (a multiple of block_size) */
   unsigned io_timeout_ms;    /* deadline of one read attempt */
   unsigned io_retries;       /* retries after a timeout before the fault gets SIGBUS */
-  int io_direct;             /* 1: read with O_DIRECT where the file system allows it */
+  int io_direct;             /* 1: read (and, on a local file system, write back) with
+                                O_DIRECT where the file system allows it */
   size_t prefetch_bytes;     /* largest read-ahead window of a sequential stream (0: off) */
   umap_fault_mode fault_mode;/* who resolves page faults (default: signal) */
   unsigned stats_period_ms;  /* period of the stats segment umap-stat reads (0: none) */
