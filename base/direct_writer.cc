@@ -1,5 +1,7 @@
 #include "base/direct_writer.h"
 
+#include <sys/mman.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -7,6 +9,8 @@
 #include <new>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
@@ -18,6 +22,8 @@ namespace {
 bool WholePages(const WritePiece& p) {
   return p.len > 0 && p.offset % DirectWriter::kAlign == 0 && p.len % DirectWriter::kAlign == 0;
 }
+
+size_t RoundUp(size_t n) { return (n + DirectWriter::kAlign - 1) / DirectWriter::kAlign * DirectWriter::kAlign; }
 
 bool AlignedMemory(const WritePiece& p) {
   return reinterpret_cast<uintptr_t>(p.data) % DirectWriter::kAlign == 0;
@@ -63,11 +69,16 @@ absl::Status DirectWriter::WriteDirect(absl::Span<const WritePiece> pieces, Writ
   // bounded amount at a time; each round writes the pieces before it in file order.
   size_t largest = 0;
   for (const WritePiece& p : pieces) largest = std::max(largest, AlignedMemory(p) ? 0 : p.len);
-  const size_t cap = std::max(largest, std::min(unaligned, kBounceBytes));
-  struct Free {
-    void operator()(char* p) const { ::operator delete(p, std::align_val_t{kAlign}); }
-  };
-  std::unique_ptr<char, Free> bounce(static_cast<char*>(::operator new(cap, std::align_val_t{kAlign})));
+  const size_t cap = RoundUp(std::max(largest, std::min(unaligned, kBounceBytes)));
+  // Mapped for this call and unmapped after it: from malloc, a freed buffer this size would
+  // stay in the malloc arena of whichever thread wrote, one per syncing thread.
+  void* mem = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    return PosixError(errno, absl::StrCat("mmap of a ", cap, "-byte bounce buffer for O_DIRECT "
+                                          "writes to ", file_->name()));
+  }
+  absl::Cleanup unmap = [mem, cap] { ::munmap(mem, cap); };
+  char* const bounce = static_cast<char*>(mem);
   std::vector<WritePiece> round;
   round.reserve(pieces.size());
   size_t used = 0;
@@ -78,8 +89,8 @@ absl::Status DirectWriter::WriteDirect(absl::Span<const WritePiece> pieces, Writ
         round.clear();
         used = 0;
       }
-      std::memcpy(bounce.get() + used, p.data, p.len);
-      round.push_back({p.offset, bounce.get() + used, p.len});
+      std::memcpy(bounce + used, p.data, p.len);
+      round.push_back({p.offset, bounce + used, p.len});
       used += p.len;
     } else {
       round.push_back(p);
