@@ -274,6 +274,37 @@ TEST_P(DeferFileSyncTest, TheBacklogIsBoundedWhileTheFileWriteHangs) {
   EXPECT_EQ(FileBytes(), std::string(mapping, last));
 }
 
+// Umsyncs committed while the applier was busy reach it as one batch; a block that several
+// of them rewrote is written once, in its newest version (with O_DIRECT writes every
+// version written is a device write), and the file ends with that version.
+TEST_P(DeferFileSyncTest, ABatchWritesEachBlockOnceInItsNewestVersion) {
+  auto rt = Start(/*defer=*/true);
+  ASSERT_NE(rt, nullptr);
+  char* p = Map(*rt);
+  ASSERT_NE(p, nullptr);
+  // The applier's first write hangs: the umsyncs after it queue up behind it.
+  ASSERT_TRUE(
+      env_.FailNext(Op::kWrite, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
+  std::memset(p, 'a', kBlock);
+  ASSERT_TRUE(rt->Sync(p, kBlock).ok());
+  ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(30))) << "the applier writes the first";
+  constexpr int kVersions = 10;
+  for (int v = 1; v <= kVersions; ++v) {
+    std::memset(p, 'a' + v, kBlock);
+    absl::Status s = rt->Sync(p, kBlock);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  const uint64_t writes_before = rt->Stats().io_writes;
+  env_.ReleaseStalls();
+  absl::Status s = rt->Unmap(p, kBlocks * kBlock);
+  ASSERT_TRUE(s.ok()) << s;
+  const uint64_t writes = rt->Stats().io_writes - writes_before;
+  EXPECT_GE(writes, 1u);
+  EXPECT_LE(writes, 2u) << "the stalled write, then the batch's one write of the block (not "
+                        << kVersions << " versions)";
+  EXPECT_EQ(FileBytes().substr(0, kBlock), std::string(kBlock, char('a' + kVersions)));
+}
+
 // The applier's fdatasync succeeded but marking its transactions applied in the journal
 // failed (a WAL append error): nothing is left to write, and the round's error must not
 // stay the applier's last word. A umsync with nothing new to commit waits for the next
