@@ -476,6 +476,8 @@ void JournalWriteBack::ApplierLoop() {
       }
     }
     if (stop_) return;
+    if (!unapplied_.empty() && apply_error_.ok()) GatherCommits();
+    if (stop_) return;
     absl::Status s;
     if (!unapplied_.empty()) {
       s = ApplyBatch();
@@ -493,6 +495,13 @@ void JournalWriteBack::ApplierLoop() {
     apply_cv_.SignalAll();
     // After a failure, retry after 100 ms (or at the next commit, stop or Drain).
     if (!s.ok()) apply_cv_.WaitWithTimeout(&apply_mu_, absl::Milliseconds(100));
+  }
+}
+
+void JournalWriteBack::GatherCommits() {
+  const absl::Time deadline = absl::Now() + kGatherDelay;
+  while (!stop_ && apply_error_.ok() && Backlog() < kGatherBytes) {
+    if (apply_cv_.WaitWithDeadline(&apply_mu_, deadline)) return;  // the delay is over
   }
 }
 
@@ -539,6 +548,15 @@ absl::Status JournalWriteBack::ApplyBatch() {
 
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   if (!unapplied_.empty()) RETURN_IF_ERROR(CheckOwnerBeforeApply());
+  std::vector<BlockImage> newest;
+  if (unapplied_.size() > 1 && NewestImages(unapplied_, &newest)) {
+    // Each block once, in its newest version (NewestImages); all or nothing stays unapplied.
+    RETURN_IF_ERROR(WriteImages(file_, block_size_, newest,
+                                [] { UMAP_CRASH_POINT("apply.mid_write"); }));
+    for (const auto& [lsn, t] : unapplied_) applied_unsynced_bytes_ += Bytes(t);
+    applied_unsynced_.merge(unapplied_);
+    unapplied_.clear();
+  }
   // Apply in LSN order; stop at the first failure so no block is applied out of order.
   for (auto it = unapplied_.begin(); it != unapplied_.end();) {
     // One transaction's writes may be in flight together (its blocks are distinct); the

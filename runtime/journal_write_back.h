@@ -24,8 +24,9 @@
 //                   applied after the next file sync). Sync() commits the captured images, applies, syncs.
 //   defer_file_sync Sync() and a relaxed Evicted() (either policy, data journal) return once
 //                   the transaction is committed (`applied` false). The sink's applier thread
-//                   writes committed transactions to the file in LSN order, a batch at a time,
-//                   and fdatasyncs after 1 MiB or 50 ms without a commit; the
+//                   writes committed transactions to the file a batch at a time (each
+//                   block's newest image of the batch), and fdatasyncs after 1 MiB or 50 ms
+//                   without a commit; the
 //                   journal keeps each transaction until that fdatasync returned. Committed
 //                   bytes not yet written are bounded (kMaxBacklogBytes): beyond it a commit
 //                   waits for the applier. While the file fails (the applier's last round
@@ -177,6 +178,14 @@ class JournalWriteBack final : public WriteBack {
   // once 1 MiB is unsynced; when idle for kIdleSyncDelay it fdatasyncs the rest.
   void ApplierLoop();
   absl::Status ApplyBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Before a round: lets commits gather for up to kGatherDelay, or until kGatherBytes are
+  // unapplied, so that a block a stream of umsyncs rewrites is written once per round
+  // (ApplyBatch writes each block's newest image of the batch), as the page cache absorbed
+  // the older versions of buffered writes. The file lags by that much more; commits never
+  // wait for it (kGatherBytes < kMaxBacklogBytes).
+  void GatherCommits() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  static constexpr absl::Duration kGatherDelay = absl::Milliseconds(5);
+  static constexpr uint64_t kGatherBytes = 512 << 10;
   static constexpr absl::Duration kIdleSyncDelay = absl::Milliseconds(50);
   // The file's fdatasync of what was written (applied_unsynced_, moved to syncing_), then
   // the synced transactions are marked applied (batched). `release_lock` (the applier):
