@@ -23,6 +23,10 @@ namespace umap {
 namespace {
 
 constexpr size_t kPage = DirectWriter::kAlign;
+// These tests write through O_DIRECT, which the local disk file systems a build runs on
+// take (ext4, XFS, btrfs). Not a skip: a TMPDIR elsewhere is a setup error.
+constexpr const char* kNeedsLocal =
+    "TMPDIR must be on a local file system that takes O_DIRECT (ext4, XFS, btrfs)";
 
 // Records every call of the WriteFn: which description it was given, and the pieces, then
 // writes them with File::WriteAt.
@@ -103,9 +107,9 @@ class DirectWriterTest : public ::testing::Test {
 };
 
 TEST_F(DirectWriterTest, WholePagesBypassThePageCacheAndThePartialTailDoesNot) {
-  if (!LocalFileSystem()) GTEST_SKIP() << "needs a local file system with O_DIRECT; TMPDIR is not";
+  ASSERT_TRUE(LocalFileSystem()) << kNeedsLocal;
   DirectWriter w(file_.get());
-  ASSERT_TRUE(w.direct()) << "O_DIRECT open of a file on a local file system";
+  ASSERT_TRUE(w.direct()) << kNeedsLocal;
   auto buf = Pages(4);
   // Two aligned pages, then a 100-byte piece (the end of a file).
   std::vector<WritePiece> pieces = {{0, buf.data(), 2 * kPage},
@@ -125,9 +129,9 @@ TEST_F(DirectWriterTest, WholePagesBypassThePageCacheAndThePartialTailDoesNot) {
 }
 
 TEST_F(DirectWriterTest, UnalignedMemoryIsBouncedIntoAlignedBuffersInOrder) {
-  if (!LocalFileSystem()) GTEST_SKIP() << "needs a local file system with O_DIRECT; TMPDIR is not";
+  ASSERT_TRUE(LocalFileSystem()) << kNeedsLocal;
   DirectWriter w(file_.get());
-  ASSERT_TRUE(w.direct());
+  ASSERT_TRUE(w.direct()) << kNeedsLocal;
   // Whole-page images at an odd address: the way a journal's copies of images lie.
   const size_t n = DirectWriter::kBounceBytes / kPage + 3;  // more than one bounce round
   std::string src(n * kPage + 1, '\0');
@@ -157,9 +161,9 @@ TEST_F(DirectWriterTest, UnalignedMemoryIsBouncedIntoAlignedBuffersInOrder) {
 }
 
 TEST_F(DirectWriterTest, ARefusedDirectWriteGoesThroughThePageCacheFromThenOn) {
-  if (!LocalFileSystem()) GTEST_SKIP() << "needs a local file system with O_DIRECT; TMPDIR is not";
+  ASSERT_TRUE(LocalFileSystem()) << kNeedsLocal;
   DirectWriter w(file_.get());
-  ASSERT_TRUE(w.direct());
+  ASSERT_TRUE(w.direct()) << kNeedsLocal;
   auto buf = Pages(2);
   std::vector<WritePiece> pieces = {{0, buf.data(), kPage}, {4 * kPage, buf.data() + kPage, kPage}};
   rec_.refuse_direct_with = EINVAL;
@@ -174,7 +178,7 @@ TEST_F(DirectWriterTest, ARefusedDirectWriteGoesThroughThePageCacheFromThenOn) {
 }
 
 TEST_F(DirectWriterTest, AnotherDirectWriteErrorIsReturnedNotRetriedBuffered) {
-  if (!LocalFileSystem()) GTEST_SKIP() << "needs a local file system with O_DIRECT; TMPDIR is not";
+  ASSERT_TRUE(LocalFileSystem()) << kNeedsLocal;
   DirectWriter w(file_.get());
   auto buf = Pages(1);
   std::vector<WritePiece> pieces = {{0, buf.data(), kPage}};
