@@ -39,8 +39,6 @@ class GuardedWriteBack final : public WriteBack {
     if (absl::Status s = Check(); !s.ok()) return {s, false};
     return inner_->Sync(images, first, end);
   }
-  absl::Status AwaitFile(FileWait wait) override { return inner_->AwaitFile(wait); }
-  void StopBackground() override { inner_->StopBackground(); }
   absl::Status Close() override { return inner_->Close(); }
   absl::Status Drain() override { return inner_->Drain(); }
   // The writes are the inner sink's: it must see every I/O manager (a resume starts a new

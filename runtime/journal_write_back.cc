@@ -117,7 +117,6 @@ absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
   }));
   return std::unique_ptr<JournalWriteBack>(
       new JournalWriteBack(journal, file, block_size, policy, mapping_id,
-                           /*background_apply=*/contents == journal::Contents::kData,
                            defer_file_sync && contents == journal::Contents::kData));
 }
 
@@ -136,40 +135,27 @@ bool OnFuse(File& file) {
 
 JournalWriteBack::JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
                                    journal::Policy policy, uint64_t mapping_id,
-                                   bool background_apply, bool defer_file_sync)
+                                   bool defer_file_sync)
     : journal_(journal),
       file_(file),
       block_size_(block_size),
       policy_(policy),
       mapping_id_(mapping_id),
-      background_apply_(background_apply || defer_file_sync),
       defer_file_sync_(defer_file_sync),
-      applier_writes_one_at_a_time_(defer_file_sync && OnFuse(*file)) {}
-
-void JournalWriteBack::StartApplier() {
-  if (background_apply_ && !applier_.joinable()) {
-    applier_ = std::thread([this] { ApplierLoop(); });
-  }
-}
-
-void JournalWriteBack::StopBackground() {
-  std::thread applier;
-  {
-    absl::MutexLock l(&apply_mu_);
-    if (!applier_.joinable()) return;
-    stop_ = true;
-    apply_cv_.SignalAll();
-    applier = std::move(applier_);
-  }
-  applier.join();
-  absl::MutexLock l(&apply_mu_);
-  stop_ = false;
+      applier_writes_one_at_a_time_(defer_file_sync && OnFuse(*file)) {
+  if (defer_file_sync_) applier_ = std::thread([this] { ApplierLoop(); });
 }
 
 JournalWriteBack::~JournalWriteBack() {
-  // Whatever the applier did not write stays committed in the journal: the next map of the
-  // file (or umap-recover) replays it.
-  StopBackground();
+  if (!applier_.joinable()) return;
+  {
+    absl::MutexLock l(&apply_mu_);
+    stop_ = true;
+    apply_cv_.SignalAll();
+  }
+  // Whatever it did not write stays committed in the journal: the next map of the file (or
+  // umap-recover) replays it.
+  applier_.join();
 }
 
 WriteBackResult JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
@@ -377,42 +363,6 @@ WriteBackResult JournalWriteBack::Sync(absl::Span<const BlockImage> images, uint
   return CommitAndApply(images, first, end, /*sync_file=*/!defer_file_sync_);
 }
 
-uint64_t JournalWriteBack::OldestUnsynced() const {
-  uint64_t oldest = UINT64_MAX;
-  for (const auto* txns : {&unapplied_, &applying_, &applied_unsynced_, &syncing_}) {
-    if (!txns->empty()) oldest = std::min(oldest, txns->begin()->first);
-  }
-  return oldest;
-}
-
-absl::Status JournalWriteBack::AwaitFile(FileWait wait) {
-  absl::MutexLock l(&apply_mu_);
-  // The applier syncs the file as soon as it has written what is waited for, without
-  // gathering more commits first (ApplierLoop).
-  ++file_waiters_;
-  apply_cv_.SignalAll();
-  absl::Status s;
-  for (;;) {
-    // A round that failed since the commit: the file is not taking writes. The umsync says
-    // so, as when it wrote the file itself, even if a retry has succeeded since (the
-    // transactions stay committed, and the applier retries them until one does).
-    if (last_failed_round_ > wait.since) {
-      s = last_failure_;
-      break;
-    }
-    if (OldestUnsynced() > wait.token) break;
-    if (stop_) {
-      s = PosixError(ESHUTDOWN, absl::StrCat("the write-back of ", file_->name(),
-                                             " stopped before the umsync's transaction "
-                                             "reached the file; the journal keeps it"));
-      break;
-    }
-    apply_cv_.Wait(&apply_mu_);
-  }
-  --file_waiters_;
-  return s;
-}
-
 WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> images,
                                                  uint64_t first, uint64_t end, bool sync_file) {
   std::vector<journal::BlockWrite> writes;
@@ -434,12 +384,11 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
           .IgnoreError();
     }
   }
-  StartApplier();  // before the first commit, and after a checkpoint stopped it
   UMAP_CRASH_POINT("journal.before_commit");
   // With nothing older waiting to reach the file, a synchronous apply writes straight from
   // the caller's images: the transaction takes no copy of them unless it outlives the call
   // (ApplyDirect). Otherwise it is applied after the older ones, from its own copy.
-  const bool direct = sync_file && !background_apply_ && unapplied_.empty() &&
+  const bool direct = sync_file && !defer_file_sync_ && unapplied_.empty() &&
                       applied_unsynced_.empty();
   const auto copies =
       direct ? journal::Journal::ImageCopies::kCallerKeeps : journal::Journal::ImageCopies::kCopy;
@@ -477,13 +426,9 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
     last_lsn_ = std::max(last_lsn_, lsn);
     unapplied_.emplace(lsn, *std::move(txn));
   }
-  if (background_apply_) {
+  if (defer_file_sync_) {
     apply_cv_.SignalAll();  // the applier writes it
-    WriteBackResult r = AwaitBacklog();
-    // A synchronous umsync waits for the file too, but in AwaitFile, after its caller let
-    // the next umsync of the mapping commit (its token covers everything committed so far).
-    if (r.ok() && sync_file) r.file_wait = {last_lsn_, apply_rounds_};
-    return r;
+    return AwaitBacklog();
   }
   // Committed: whatever becomes of the apply, the journal holds these images now, and an
   // apply that fails is retried by the next Sync (never journaled again).
@@ -525,9 +470,6 @@ void JournalWriteBack::ApplierLoop() {
     while (!stop_ && unapplied_.empty() && apply_error_.ok()) {
       if (applied_unsynced_.empty()) {
         apply_cv_.Wait(&apply_mu_);
-      } else if (file_waiters_ > 0) {
-        sync_now = true;  // a synchronous umsync waits for this fdatasync
-        break;
       } else if (apply_cv_.WaitWithTimeout(&apply_mu_, kIdleSyncDelay) && unapplied_.empty()) {
         sync_now = true;
         break;
@@ -550,10 +492,6 @@ void JournalWriteBack::ApplierLoop() {
     }
     apply_error_ = s;
     ++apply_rounds_;
-    if (!s.ok()) {
-      last_failed_round_ = apply_rounds_;
-      last_failure_ = s;
-    }
     apply_cv_.SignalAll();
     // After a failure, retry after 100 ms (or at the next commit, stop or Drain).
     if (!s.ok()) apply_cv_.WaitWithTimeout(&apply_mu_, absl::Milliseconds(100));
@@ -562,7 +500,7 @@ void JournalWriteBack::ApplierLoop() {
 
 void JournalWriteBack::GatherCommits() {
   const absl::Time deadline = absl::Now() + kGatherDelay;
-  while (!stop_ && apply_error_.ok() && file_waiters_ == 0 && Backlog() < kGatherBytes) {
+  while (!stop_ && apply_error_.ok() && Backlog() < kGatherBytes) {
     if (apply_cv_.WaitWithDeadline(&apply_mu_, deadline)) return;  // the delay is over
   }
 }
@@ -602,7 +540,7 @@ absl::Status JournalWriteBack::ApplyBatch() {
   applied_unsynced_.merge(applying_);
   applying_.clear();
   applier_busy_ = false;
-  if (applied_unsynced_bytes_ >= kApplierUnsyncedBytes || file_waiters_ > 0) {
+  if (applied_unsynced_bytes_ >= kApplierUnsyncedBytes) {
     s = SyncFileAndMark(/*release_lock=*/true);
   }
   return s;

@@ -146,8 +146,6 @@ class JournalWriteBack final : public WriteBack {
   bool keeps_evicted() const override { return policy_ == journal::Policy::kAtomic; }
   absl::StatusOr<bool> ReadEvicted(uint64_t block, absl::Span<char> dst) override;
   WriteBackResult Sync(absl::Span<const BlockImage> images, uint64_t first, uint64_t end) override;
-  absl::Status AwaitFile(FileWait wait) override;
-  void StopBackground() override;
   // Forgets the mapping in the journal (after its last successful Sync).
   absl::Status Close() override;
   absl::Status Drain() override;
@@ -166,8 +164,7 @@ class JournalWriteBack final : public WriteBack {
 
  private:
   JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
-                   journal::Policy policy, uint64_t mapping_id, bool background_apply,
-                   bool defer_file_sync);
+                   journal::Policy policy, uint64_t mapping_id, bool defer_file_sync);
 
   // Commits images (+ staged blocks in [first, end)), then applies to the file (with
   // defer_file_sync: hands the transaction to the applier).
@@ -180,9 +177,6 @@ class JournalWriteBack final : public WriteBack {
   // writes them without holding apply_mu_ (ReadEvicted and commits go on), and fdatasyncs
   // once 1 MiB is unsynced; when idle for kIdleSyncDelay it fdatasyncs the rest.
   void ApplierLoop();
-  // Starts the applier thread if this sink has one and it is not running (it starts with
-  // the first commit, and again after StopBackground).
-  void StartApplier() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   absl::Status ApplyBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Before a round: lets commits gather for up to kGatherDelay, or until kGatherBytes are
   // unapplied, so that a block a stream of umsyncs rewrites is written once per round
@@ -209,8 +203,6 @@ class JournalWriteBack final : public WriteBack {
   // (reading it from the journal when only the journal holds it); false: none has.
   absl::StatusOr<bool> CopyNewest(const std::map<uint64_t, journal::Transaction>& txns,
                                   uint64_t block, absl::Span<char> dst);
-  // The oldest LSN committed and not yet in the file, synced (UINT64_MAX: none).
-  uint64_t OldestUnsynced() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Payload bytes of unapplied_ and applying_ (a few dozen transactions at most).
   uint64_t Backlog() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
@@ -230,18 +222,12 @@ class JournalWriteBack final : public WriteBack {
   const uint32_t block_size_;
   const journal::Policy policy_;
   const uint64_t mapping_id_;
-  // Committed transactions reach the file through the applier thread (data journal: the
-  // journal's images make them durable meanwhile). An intent journal holds no image, so
-  // its sink writes each transaction in the committing thread, before the commit returns.
-  const bool background_apply_;
-  // Sync returns at the commit and the applier writes and syncs the file later
-  // (RuntimeOptions::defer_file_sync). Without it a Sync's caller waits for the file in
-  // AwaitFile.
+  // Sync returns at the commit and the applier writes and syncs the file (RuntimeOptions::
+  // defer_file_sync; data journal only: the journal's images are what makes the transaction
+  // durable meanwhile).
   const bool defer_file_sync_;
-  // With defer_file_sync, the applier writes with plain pwrite(2), one merged run after
-  // the other (a FUSE file: OnFuse in the .cc), instead of through the I/O manager's
-  // io_uring writer. A synchronous umsync's transactions keep the I/O manager's concurrent
-  // writes and deadlines (io_timeout_ms), as when the umsync wrote them itself.
+  // The applier writes with plain pwrite(2), one merged run after the other (a FUSE file:
+  // OnFuse in the .cc), instead of through the I/O manager's io_uring writer.
   const bool applier_writes_one_at_a_time_;
 
   // Serialises commit+apply of this mapping, so each block's versions reach the file in LSN
@@ -258,17 +244,11 @@ class JournalWriteBack final : public WriteBack {
   // True while the applier writes or syncs without the lock: nobody else writes the file.
   bool applier_busy_ ABSL_GUARDED_BY(apply_mu_) = false;
   bool stop_ ABSL_GUARDED_BY(apply_mu_) = false;
-  // Synchronous umsyncs in AwaitFile: the applier fdatasyncs as soon as it wrote a batch.
-  int file_waiters_ ABSL_GUARDED_BY(apply_mu_) = 0;
   // The applier's last failure (OK after a good round): commits over the backlog return it.
   absl::Status apply_error_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t apply_rounds_ ABSL_GUARDED_BY(apply_mu_) = 0;  // rounds ended, good or not
-  // The newest failed round (its number in apply_rounds_; 0: none) and its error: AwaitFile
-  // returns it to a synchronous umsync that committed before it.
-  uint64_t last_failed_round_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  absl::Status last_failure_ ABSL_GUARDED_BY(apply_mu_);
   absl::CondVar apply_cv_;  // applier: work or stop; committers and Drain: progress
-  std::thread applier_ ABSL_GUARDED_BY(apply_mu_);
+  std::thread applier_;
   absl::AnyInvocable<absl::Status()> apply_guard_;
   // Applied to the file but not yet fdatasync'ed: marked applied after the next file sync.
   // Kept whole: if that fdatasync fails, the kernel may have dropped the written pages, so

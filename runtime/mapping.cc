@@ -1027,85 +1027,36 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   // umsync's start), so it returns that umsync's success instead of a second journal commit
   // and fdatasync. Eight threads syncing one mapping then share syncs instead of queueing.
   const uint64_t ticket = sync_tickets_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  // Where the sink writes the file in the background (a data journal), the umsync holds
-  // the lock only to capture and commit, and waits for the file after releasing it: the
-  // next umsync's commit overlaps this one's file writes and fdatasync (the applier writes
-  // transactions in commit order, each block's newest image of a batch).
-  FileWait file_wait;
-  absl::Status status;
-  uint64_t started_us = 0;
-  {
-    absl::MutexLock lock(&sync_mu_);
-    end = std::min<uint64_t>(end, table_.size());
-    if (first >= end) return absl::OkStatus();
-    if (covered_ticket_ >= ticket && covered_first_ <= first && covered_end_ >= end) {
-      rt_->counters().shared_syncs.fetch_add(1, std::memory_order_relaxed);
-      file_wait = covered_wait_;
-    } else {
-      started_us = rt_->env()->NowMicros();
-      NoteSyncStart(started_us);
-      status = SyncLocked(first, end, &file_wait);
-    }
+  absl::MutexLock lock(&sync_mu_);
+  end = std::min<uint64_t>(end, table_.size());
+  if (first >= end) return absl::OkStatus();
+  if (covered_ticket_ >= ticket && covered_first_ <= first && covered_end_ >= end) {
+    rt_->counters().shared_syncs.fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
   }
-  if (status.ok() && file_wait.pending()) status = write_back_->AwaitFile(file_wait);
-  if (started_us != 0) NoteSyncEnd(started_us);
-  return status;
-}
-
-void Mapping::NoteSyncStart(uint64_t us) {
-  absl::MutexLock l(&sync_starts_mu_);
-  sync_starts_.push_back(us);
-  sync_started_us_.store(*std::min_element(sync_starts_.begin(), sync_starts_.end()),
-                         std::memory_order_relaxed);
-}
-
-void Mapping::NoteSyncEnd(uint64_t us) {
-  absl::MutexLock l(&sync_starts_mu_);
-  auto it = std::find(sync_starts_.begin(), sync_starts_.end(), us);
-  if (it != sync_starts_.end()) sync_starts_.erase(it);
-  sync_started_us_.store(sync_starts_.empty() ? 0
-                                              : *std::min_element(sync_starts_.begin(),
-                                                                  sync_starts_.end()),
-                         std::memory_order_relaxed);
-}
-
-namespace {
-// A umsync in chunks waits once, for its newest commit (which covers the older ones), and
-// reports failures since its first.
-void KeepWait(const FileWait& chunk, FileWait* wait) {
-  if (!chunk.pending()) return;
-  if (!wait->pending()) {
-    *wait = chunk;
-    return;
-  }
-  wait->token = std::max(wait->token, chunk.token);
-  wait->since = std::min(wait->since, chunk.since);
-}
-}  // namespace
-
-absl::Status Mapping::SyncLocked(uint64_t first, uint64_t end, FileWait* file_wait) {
   const uint64_t started = sync_tickets_.load(std::memory_order_acquire);
+  sync_started_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
   // The capture buffer holds at most umsync_chunk_bytes whatever the range's size. Atomic
   // policy: the whole range is one transaction (SyncStaging). Otherwise the range is synced
   // in chunks of that many bytes of blocks.
   const size_t chunk_bytes = ChunkBytes();
   absl::Status status;
   if (write_back_->keeps_evicted()) {
-    status = SyncStaging(first, end, chunk_bytes, file_wait);
+    status = SyncStaging(first, end, chunk_bytes);
   } else {
     const uint64_t chunk = chunk_bytes / block_size_;
     for (uint64_t c = first; c < end && status.ok(); c += chunk) {
-      status = SyncChunk(c, std::min(end, c + chunk), /*last=*/c + chunk >= end, file_wait);
+      status = SyncChunk(c, std::min(end, c + chunk), /*last=*/c + chunk >= end);
     }
   }
   sync_end_.store(0, std::memory_order_release);
   sync_first_.store(0, std::memory_order_release);
+  sync_started_us_.store(0, std::memory_order_relaxed);
   umsyncs_.fetch_add(1, std::memory_order_relaxed);
   if (status.ok()) {
     covered_ticket_ = started;
     covered_first_ = first;
     covered_end_ = end;
-    covered_wait_ = *file_wait;
   }
   return status;
 }
@@ -1281,8 +1232,7 @@ size_t Mapping::ChunkBytes() const {
   return std::max<size_t>(rt_->options().umsync_chunk_bytes, block_size_);
 }
 
-absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes,
-                                  FileWait* file_wait) {
+absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes) {
   sync_first_.store(first, std::memory_order_release);
   sync_end_.store(end, std::memory_order_release);
   Capture& cap = capture_;
@@ -1319,13 +1269,11 @@ absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_byt
     if (r.ok()) r = write_back_->Sync(ImagesOf(cap), first_file_block() + first,
                                       first_file_block() + end);
     SettleCapture(cap, first, end, r);
-    if (r.ok()) KeepWait(r.file_wait, file_wait);
     return r.status;
   }
 }
 
-absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last,
-                                FileWait* file_wait) {
+absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last) {
   sync_first_.store(first, std::memory_order_release);
   sync_end_.store(end, std::memory_order_release);
   Capture& cap = capture_;
@@ -1341,7 +1289,6 @@ absl::Status Mapping::SyncChunk(uint64_t first, uint64_t end, bool last,
     r = write_back_->Sync(ImagesOf(cap), first_file_block() + first, first_file_block() + end);
   }
   SettleCapture(cap, first, end, r);
-  if (r.ok()) KeepWait(r.file_wait, file_wait);
   return r.status;
 }
 

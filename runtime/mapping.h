@@ -272,11 +272,7 @@ class Mapping final : public io::IoFileClient {
   absl::Status WaitForShadows(uint64_t first, uint64_t end);
   // One capture + write-back pass over [first, end) (all of umsync's range for the atomic
   // policy). `last`: the final pass of this umsync, which always fdatasyncs.
-  absl::Status SyncChunk(uint64_t first, uint64_t end, bool last, FileWait* file_wait)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
-  // Sync's work under the lock: captures and hands [first, end) to the sink. *file_wait:
-  // what to pass to WriteBack::AwaitFile once the lock is released (if pending).
-  absl::Status SyncLocked(uint64_t first, uint64_t end, FileWait* file_wait)
+  absl::Status SyncChunk(uint64_t first, uint64_t end, bool last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // The dirty blocks a umsync pass took out of the cache: their images, back to back.
   struct Captured {
@@ -327,8 +323,8 @@ class Mapping final : public io::IoFileClient {
   // An atomic umsync of [first, end): one transaction, captured chunk_bytes at a time; every
   // full chunk is staged in the journal (WriteBack::Evicted), and the last is committed
   // with every staged block of the range (WriteBack::Sync).
-  absl::Status SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes,
-                           FileWait* file_wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  absl::Status SyncStaging(uint64_t first, uint64_t end, size_t chunk_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Clears the captured blocks' kSyncing mark, adding `add` (kStaged or 0).
   void ReleaseCaptured(const Capture& cap, uint64_t add);
   // After the sink's answer: counts and clears "held by the sink" (OK), marks the blocks
@@ -363,7 +359,6 @@ class Mapping final : public io::IoFileClient {
   uint64_t covered_ticket_ ABSL_GUARDED_BY(sync_mu_) = 0;
   uint64_t covered_first_ ABSL_GUARDED_BY(sync_mu_) = 0;
   uint64_t covered_end_ ABSL_GUARDED_BY(sync_mu_) = 0;
-  FileWait covered_wait_ ABSL_GUARDED_BY(sync_mu_);  // what it waited for (AwaitFile)
   Capture capture_ ABSL_GUARDED_BY(sync_mu_);
   // Blocks of the umsync in progress: not evicted until it is done, so that a block whose
   // captured image is on its way to the file is never re-read from the file meanwhile.
@@ -379,14 +374,7 @@ class Mapping final : public io::IoFileClient {
   std::atomic<uint64_t> bytes_read_{0}, fills_{0}, prefetched_{0};
   // Stats (each changed where the block's entry changes, under its lock).
   std::atomic<uint64_t> faults_{0}, misses_{0}, first_writes_{0}, umsyncs_{0};
-  // The start of the oldest umsync in progress (0: none), for the stats: a umsync waiting
-  // for the file (AwaitFile) overlaps the next one's capture and commit. sync_starts_ holds
-  // the start of each one in progress (a few at most).
   std::atomic<uint64_t> sync_started_us_{0};
-  absl::Mutex sync_starts_mu_;
-  std::vector<uint64_t> sync_starts_ ABSL_GUARDED_BY(sync_starts_mu_);
-  void NoteSyncStart(uint64_t us);
-  void NoteSyncEnd(uint64_t us);
   std::atomic<int64_t> resident_{0}, dirty_{0};
   // Stream detector: up to kStreams streams, each the block its next miss is expected at and
   // how long it has run. Relaxed and racy on purpose: a lost update only costs a read-ahead.

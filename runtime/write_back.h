@@ -29,14 +29,6 @@ struct BlockImage {
   absl::Span<const char> data;  // block bytes, clipped at end of file
 };
 
-// A synchronous umsync's wait for the file (WriteBackResult::file_wait, WriteBack::AwaitFile).
-// Opaque to the caller.
-struct FileWait {
-  uint64_t token = 0;  // 0: nothing to wait for
-  uint64_t since = 0;  // failures after this point are the umsync's
-  bool pending() const { return token != 0; }
-};
-
 // What became of images handed to a sink.
 struct WriteBackResult {
   absl::Status status;
@@ -49,11 +41,6 @@ struct WriteBackResult {
   // them to the file later, in the background (JournalWriteBack with defer_file_sync). Until
   // then ReadEvicted serves them, so the caller marks the blocks as held by the sink.
   bool applied = true;
-  // With OK from Sync: pending when the images are committed and the sink's background
-  // writer puts them in the file, and the umsync is to return only once it has: the caller
-  // passes this to AwaitFile. It waits there without its umsync lock, so that the mapping's
-  // next umsync commits while this one's images are written.
-  FileWait file_wait = {};
   bool ok() const { return status.ok(); }
 };
 
@@ -85,16 +72,6 @@ class WriteBack {
   // otherwise the caller keeps the captured blocks dirty; kept images stay kept.
   virtual WriteBackResult Sync(absl::Span<const BlockImage> images, uint64_t first,
                                uint64_t end) = 0;
-
-  // Returns once what the Sync that gave `wait` (WriteBackResult::file_wait) committed,
-  // and everything committed before it, is written to the file and fdatasync'ed; or the
-  // first error writing the file since that commit (the sink still holds the images and
-  // retries: nothing is lost).
-  virtual absl::Status AwaitFile(FileWait /*wait*/) { return absl::OkStatus(); }
-
-  // A checkpoint, after Drain, when nothing may run: stops the sink's background writer
-  // (nothing is left for it). Its next commit starts it again.
-  virtual void StopBackground() {}
 
   // The mapping goes away after its last successful Sync (journal: forget the mapping).
   virtual absl::Status Close() { return absl::OkStatus(); }

@@ -13,8 +13,6 @@
 //     when the disk heals, uunmap writes everything, in order;
 //   - while the applier's write hangs, the committed backlog stays bounded: a umsync beyond
 //     it waits, and goes on once the write returns.
-// Without the deferral (the default), a umsync waits for the file outside the mapping's
-// umsync lock: the next one commits meanwhile, and a power cut then loses none of them.
 // The stateful property (durability_property_test) runs half its cases with the deferral.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -27,16 +25,13 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include <gtest/gtest.h>
 
-#include "absl/synchronization/mutex.h"
 #include "faultinject/fault_env.h"
 #include "faultinject/fault_fs.h"
 #include "base/posix_error.h"
 #include "runtime/journal_write_back.h"
-#include "runtime/mapping.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_file.h"
 
@@ -179,112 +174,6 @@ TEST_P(DeferFileSyncTest, WithoutTheDeferralTheFileHasItAtOnce) {
   WriteAndSync(*rt, p);
   PowerCut(std::move(rt));
   EXPECT_TRUE(FileHasNewBlock()) << "umsync fdatasync'ed the file";
-}
-
-// Without the deferral a umsync still returns only once the file has its blocks, but it
-// waits for them without the mapping's umsync lock: the next umsync captures and commits
-// while the journal's applier writes and fdatasyncs the file for the first.
-class PipelinedSync {
- public:
-  PipelinedSync(Runtime& rt, char* p) : rt_(rt), p_(p) {}
-  ~PipelinedSync() { Join(); }
-  // Writes `c` over block b in a new thread and umsyncs the block there.
-  void WriteAndSyncInThread(uint64_t b, char c) {
-    threads_.emplace_back([this, b, c] {
-      std::memset(p_ + b * kBlock, c, kBlock);
-      absl::Status s = rt_.Sync(p_ + b * kBlock, kBlock);
-      absl::MutexLock l(&mu_);
-      results_.push_back(s);
-    });
-  }
-  // Umsyncs of the mapping that have committed (finished their part under the lock).
-  uint64_t Committed() {
-    uint64_t n = 0;
-    rt_.WhileMappingsPinned([&] { rt_.ForEachMapping([&](Mapping& m) { n += m.umsyncs(); }); });
-    return n;
-  }
-  bool WaitCommitted(uint64_t n) {
-    for (int i = 0; i < 3000 && Committed() < n; ++i) ::usleep(10'000);
-    return Committed() >= n;
-  }
-  size_t Returned() {
-    absl::MutexLock l(&mu_);
-    return results_.size();
-  }
-  std::vector<absl::Status> Join() {
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-    absl::MutexLock l(&mu_);
-    return results_;
-  }
-
- private:
-  Runtime& rt_;
-  char* const p_;
-  std::vector<std::thread> threads_;
-  absl::Mutex mu_;
-  std::vector<absl::Status> results_;
-};
-
-constexpr uint64_t kOtherBlock = 7;
-
-TEST_P(DeferFileSyncTest, AUmsyncCommitsWhileTheOneBeforeItWaitsForTheFile) {
-  auto rt = Start(/*defer=*/false);
-  ASSERT_NE(rt, nullptr);
-  char* p = Map(*rt);
-  ASSERT_NE(p, nullptr);
-  ASSERT_TRUE(
-      env_.FailNext(Op::kSync, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
-  PipelinedSync syncs(*rt, p);
-  syncs.WriteAndSyncInThread(kBlockWritten, 'A');
-  ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(30))) << "the first umsync's fdatasync";
-  // The second rewrites the first's block and writes another: it commits while the first
-  // still waits for the file.
-  syncs.WriteAndSyncInThread(kBlockWritten, kNew);
-  syncs.WriteAndSyncInThread(kOtherBlock, kNew);
-  EXPECT_TRUE(syncs.WaitCommitted(2)) << "a umsync waited for the file of the one before it";
-  EXPECT_EQ(syncs.Returned(), 0u) << "a umsync returned before its blocks were in the file";
-  env_.ReleaseStalls();
-  for (const absl::Status& s : syncs.Join()) EXPECT_TRUE(s.ok()) << s;
-  // Written in commit order: the block holds the newer version.
-  const std::string file = FileBytes();
-  EXPECT_EQ(file.substr(kBlockWritten * kBlock, kBlock), std::string(kBlock, kNew));
-  EXPECT_EQ(file.substr(kOtherBlock * kBlock, kBlock), std::string(kBlock, kNew));
-}
-
-// A power cut while the first umsync's fdatasync hangs and the next ones have committed:
-// none of them was acknowledged, and all of them are in the file after the next map (the
-// journal replays them in commit order).
-TEST_P(DeferFileSyncTest, APowerCutWithCommitsQueuedBehindTheFileLosesNoneOfThem) {
-  auto rt = Start(/*defer=*/false);
-  ASSERT_NE(rt, nullptr);
-  char* p = Map(*rt);
-  ASSERT_NE(p, nullptr);
-  ASSERT_TRUE(
-      env_.FailNext(Op::kSync, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
-  {
-    PipelinedSync syncs(*rt, p);
-    syncs.WriteAndSyncInThread(kBlockWritten, 'A');
-    ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(30)));
-    syncs.WriteAndSyncInThread(kBlockWritten, kNew);
-    ASSERT_TRUE(syncs.WaitCommitted(2));
-    syncs.WriteAndSyncInThread(kOtherBlock, kNew);
-    ASSERT_TRUE(syncs.WaitCommitted(3));
-    env_.SimulatePowerCut();  // ends the hanging fdatasync with an error
-    fs_->SimulatePowerCut();
-    for (const absl::Status& s : syncs.Join()) EXPECT_FALSE(s.ok()) << "acknowledged, not in the file";
-  }
-  rt.reset();
-  ASSERT_TRUE(env_.DropUnsyncedData(DropMode::kDropAll).ok());
-  ASSERT_TRUE(fs_->DropUnsyncedData(FsDropOptions::DropAll()).ok());
-  env_.Restart();
-  fs_->Restart();
-  rt = Start(/*defer=*/false);
-  ASSERT_NE(rt, nullptr);
-  ASSERT_NE(Map(*rt), nullptr);  // replays the journal first
-  const std::string file = FileBytes();
-  EXPECT_EQ(file.substr(kBlockWritten * kBlock, kBlock), std::string(kBlock, kNew));
-  EXPECT_EQ(file.substr(kOtherBlock * kBlock, kBlock), std::string(kBlock, kNew));
 }
 
 TEST_P(DeferFileSyncTest, UunmapLeavesTheFileSynced) {
