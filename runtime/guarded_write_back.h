@@ -41,6 +41,7 @@ class GuardedWriteBack final : public WriteBack {
   }
   absl::Status Close() override { return inner_->Close(); }
   absl::Status Drain() override { return inner_->Drain(); }
+  void StopBackground() override { inner_->StopBackground(); }
   // The writes are the inner sink's: it must see every I/O manager (a resume starts a new
   // one).
   void UseDirectWrites(File* file) override { inner_->UseDirectWrites(file); }

@@ -142,20 +142,32 @@ JournalWriteBack::JournalWriteBack(JournalHandle* journal, File* file, uint32_t 
       policy_(policy),
       mapping_id_(mapping_id),
       defer_file_sync_(defer_file_sync),
-      applier_writes_one_at_a_time_(defer_file_sync && OnFuse(*file)) {
-  if (defer_file_sync_) applier_ = std::thread([this] { ApplierLoop(); });
+      applier_writes_one_at_a_time_(defer_file_sync && OnFuse(*file)) {}
+
+void JournalWriteBack::StartApplier() {
+  if (defer_file_sync_ && !applier_.joinable()) {
+    applier_ = std::thread([this] { ApplierLoop(); });
+  }
+}
+
+void JournalWriteBack::StopBackground() {
+  std::thread applier;
+  {
+    absl::MutexLock l(&apply_mu_);
+    if (!applier_.joinable()) return;
+    stop_ = true;
+    apply_cv_.SignalAll();
+    applier = std::move(applier_);
+  }
+  applier.join();
+  absl::MutexLock l(&apply_mu_);
+  stop_ = false;
 }
 
 JournalWriteBack::~JournalWriteBack() {
-  if (!applier_.joinable()) return;
-  {
-    absl::MutexLock l(&apply_mu_);
-    stop_ = true;
-    apply_cv_.SignalAll();
-  }
-  // Whatever it did not write stays committed in the journal: the next map of the file (or
-  // umap-recover) replays it.
-  applier_.join();
+  // Whatever the applier did not write stays committed in the journal: the next map of the
+  // file (or umap-recover) replays it.
+  StopBackground();
 }
 
 WriteBackResult JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
@@ -384,6 +396,7 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
           .IgnoreError();
     }
   }
+  StartApplier();  // with the first commit, and the first after a checkpoint stopped it
   UMAP_CRASH_POINT("journal.before_commit");
   // With nothing older waiting to reach the file, a synchronous apply writes straight from
   // the caller's images: the transaction takes no copy of them unless it outlives the call

@@ -149,6 +149,7 @@ class JournalWriteBack final : public WriteBack {
   // Forgets the mapping in the journal (after its last successful Sync).
   absl::Status Close() override;
   absl::Status Drain() override;
+  void StopBackground() override;
 
   uint64_t mapping_id() const { return mapping_id_; }
   ~JournalWriteBack() override;
@@ -177,6 +178,9 @@ class JournalWriteBack final : public WriteBack {
   // writes them without holding apply_mu_ (ReadEvicted and commits go on), and fdatasyncs
   // once 1 MiB is unsynced; when idle for kIdleSyncDelay it fdatasyncs the rest.
   void ApplierLoop();
+  // Starts the applier thread (defer_file_sync) unless it runs: with the first commit, and
+  // the first after StopBackground.
+  void StartApplier() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   absl::Status ApplyBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // Before a round: lets commits gather for up to kGatherDelay, or until kGatherBytes are
   // unapplied, so that a block a stream of umsyncs rewrites is written once per round
@@ -248,7 +252,7 @@ class JournalWriteBack final : public WriteBack {
   absl::Status apply_error_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t apply_rounds_ ABSL_GUARDED_BY(apply_mu_) = 0;  // rounds ended, good or not
   absl::CondVar apply_cv_;  // applier: work or stop; committers and Drain: progress
-  std::thread applier_;
+  std::thread applier_ ABSL_GUARDED_BY(apply_mu_);
   absl::AnyInvocable<absl::Status()> apply_guard_;
   // Applied to the file but not yet fdatasync'ed: marked applied after the next file sync.
   // Kept whole: if that fdatasync fails, the kernel may have dropped the written pages, so

@@ -224,6 +224,11 @@ absl::Status Runtime::Quiesce() {
   // (before it is unregistered, so that no access can find a zero page), close the kernel
   // objects, then the journal.
   StopThreads();
+  // The journal sinks' appliers too (defer_file_sync; Drain left them nothing): a checkpoint
+  // dumps no umap thread. A sink's next commit starts its applier again.
+  for (Mapping* m : maps) {
+    if (m->write_back() != nullptr) m->write_back()->StopBackground();
+  }
   int evacuate_err = 0;
   for (Mapping* m : maps) {
     int err = m->Evacuate();

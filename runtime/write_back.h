@@ -80,6 +80,11 @@ class WriteBack {
   // images (atomic policy) stay. On error nothing is lost.
   virtual absl::Status Drain() { return absl::OkStatus(); }
 
+  // A checkpoint, after Drain, when nothing may run: stops the sink's background writer
+  // (nothing is left for it), so that no umap thread is dumped. Its next commit starts it
+  // again.
+  virtual void StopBackground() {}
+
   // The I/O manager that carries this sink's writes to the file (merged, and concurrent
   // with io_uring). Set once by the runtime before the first write; without one, writes
   // are issued one merged run at a time.
