@@ -252,7 +252,20 @@ bool NewestImages(const std::map<uint64_t, journal::Transaction>& txns,
 // 5-10% (docs/performance.md, "O_DIRECT write-back"). The buffer is page-aligned so that
 // the images are written from it as they are.
 constexpr size_t kReadBackBytes = size_t{4} << 20;
+
+// Runs before each write of an apply is issued (base/crash_point.h; nothing in a release).
+void MidWriteCrashPoint() { UMAP_CRASH_POINT("apply.mid_write"); }
 }  // namespace
+
+absl::StatusOr<bool> JournalWriteBack::WriteNewestImages(
+    const std::map<uint64_t, journal::Transaction>& txns, bool one_at_a_time) {
+  std::vector<BlockImage> newest;
+  if (txns.size() < 2 || !NewestImages(txns, &newest)) return false;
+  // A block rewritten by several transactions is written once (O_DIRECT writes every
+  // version it is given; the page cache used to absorb the older ones).
+  RETURN_IF_ERROR(WriteImages(file_, block_size_, newest, MidWriteCrashPoint, one_at_a_time));
+  return true;
+}
 
 absl::StatusOr<bool> JournalWriteBack::CopyNewest(
     const std::map<uint64_t, journal::Transaction>& txns, uint64_t block, absl::Span<char> dst) {
@@ -277,9 +290,8 @@ absl::StatusOr<bool> JournalWriteBack::CopyNewest(
 
 absl::Status JournalWriteBack::WriteTransaction(const journal::Transaction& t,
                                                 bool one_at_a_time) {
-  auto crash_point = [] { UMAP_CRASH_POINT("apply.mid_write"); };
   if (!t.images_in_journal) {
-    return WriteImages(file_, block_size_, ImagesOf(t), crash_point, one_at_a_time);
+    return WriteImages(file_, block_size_, ImagesOf(t), MidWriteCrashPoint, one_at_a_time);
   }
   // The images are read back in block order, a buffer at a time, each buffer written
   // before the next is read. (The transaction's blocks are distinct, so the order of
@@ -298,7 +310,8 @@ absl::Status JournalWriteBack::WriteTransaction(const journal::Transaction& t,
     size_t used = 0;
     for (const journal::CommittedBlock& b : t.blocks) {
       if (used > 0 && used + b.length > buf.size()) {
-        RETURN_IF_ERROR(WriteImages(file_, block_size_, images, crash_point, one_at_a_time));
+        RETURN_IF_ERROR(
+            WriteImages(file_, block_size_, images, MidWriteCrashPoint, one_at_a_time));
         images.clear();
         used = 0;
       }
@@ -308,7 +321,7 @@ absl::Status JournalWriteBack::WriteTransaction(const journal::Transaction& t,
       images.push_back({b.block, absl::MakeConstSpan(buf.data() + used, image.size())});
       used += image.size();
     }
-    return WriteImages(file_, block_size_, images, crash_point, one_at_a_time);
+    return WriteImages(file_, block_size_, images, MidWriteCrashPoint, one_at_a_time);
   });
 }
 
@@ -528,13 +541,9 @@ absl::Status JournalWriteBack::ApplyBatch() {
   // Commits (newer LSNs, into unapplied_) and ReadEvicted go on meanwhile; only this thread
   // touches applying_'s contents while applier_busy_, and nobody else writes the file.
   apply_mu_.Unlock();
-  std::vector<BlockImage> newest;
-  if (applying_.size() > 1 && NewestImages(applying_, &newest)) {
-    // A block rewritten by several transactions of the batch is written once (O_DIRECT
-    // writes every version it is given; the page cache used to absorb the older ones).
-    s = WriteImages(file_, block_size_, newest, [] { UMAP_CRASH_POINT("apply.mid_write"); },
-                    applier_writes_one_at_a_time_);
-  } else {
+  absl::StatusOr<bool> newest = WriteNewestImages(applying_, applier_writes_one_at_a_time_);
+  s = newest.status();
+  if (s.ok() && !*newest) {
     for (const auto& [lsn, t] : applying_) {
       // In LSN order, one transaction after the other, as ApplyPending.
       s = WriteTransaction(t, applier_writes_one_at_a_time_);
@@ -561,11 +570,9 @@ absl::Status JournalWriteBack::ApplyBatch() {
 
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   if (!unapplied_.empty()) RETURN_IF_ERROR(CheckOwnerBeforeApply());
-  std::vector<BlockImage> newest;
-  if (unapplied_.size() > 1 && NewestImages(unapplied_, &newest)) {
-    // Each block once, in its newest version (NewestImages); all or nothing stays unapplied.
-    RETURN_IF_ERROR(WriteImages(file_, block_size_, newest,
-                                [] { UMAP_CRASH_POINT("apply.mid_write"); }));
+  ASSIGN_OR_RETURN(bool newest, WriteNewestImages(unapplied_, /*one_at_a_time=*/false));
+  if (newest) {
+    // All of them were written (each block once, in its newest version), or none is.
     for (const auto& [lsn, t] : unapplied_) applied_unsynced_bytes_ += Bytes(t);
     applied_unsynced_.merge(unapplied_);
     unapplied_.clear();
@@ -615,7 +622,7 @@ absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
   };
   absl::Status s = CheckOwnerBeforeApply();
   if (s.ok()) {
-    s = WriteImages(file_, block_size_, images, [] { UMAP_CRASH_POINT("apply.mid_write"); });
+    s = WriteImages(file_, block_size_, images, MidWriteCrashPoint);
   }
   if (s.ok()) s = file_->Sync();
   if (!s.ok()) {

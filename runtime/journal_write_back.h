@@ -203,6 +203,11 @@ class JournalWriteBack final : public WriteBack {
   // or, when the journal alone holds them (images_in_journal: a commit written in several
   // batches), read back from it a few MiB at a time, in block order.
   absl::Status WriteTransaction(const journal::Transaction& t, bool one_at_a_time);
+  // Several transactions that all hold their images: writes each block once, its newest
+  // image (NewestImages in the .cc), and returns true. Otherwise writes nothing and returns
+  // false (they are written one transaction after the other).
+  absl::StatusOr<bool> WriteNewestImages(const std::map<uint64_t, journal::Transaction>& txns,
+                                         bool one_at_a_time);
   // Copies into dst the image of `block` in the newest transaction of `txns` that has one
   // (reading it from the journal when only the journal holds it); false: none has.
   absl::StatusOr<bool> CopyNewest(const std::map<uint64_t, journal::Transaction>& txns,

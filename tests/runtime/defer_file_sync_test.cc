@@ -116,6 +116,12 @@ class DeferFileSyncTest : public ::testing::TestWithParam<Case> {
     return false;
   }
 
+  // The data file's next write (kWrite) or fdatasync (kSync) hangs until ReleaseStalls or a
+  // power cut.
+  void StallNextDataFile(Op op) {
+    ASSERT_TRUE(env_.FailNext(op, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
+  }
+
   // A power cut of both disks: what was not synced is gone; the runtime dies with them.
   void PowerCut(std::unique_ptr<Runtime> rt) {
     env_.SimulatePowerCut();
@@ -149,8 +155,7 @@ TEST_P(DeferFileSyncTest, AnAcknowledgedUmsyncSurvivesThroughTheJournal) {
   char* p = Map(*rt);
   ASSERT_NE(p, nullptr);
   // The file's fdatasync hangs: the umsync must not wait for it.
-  ASSERT_TRUE(
-      env_.FailNext(Op::kSync, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
+  StallNextDataFile(Op::kSync);
   WriteAndSync(*rt, p);
   ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(30))) << "the applier syncs the file later";
   PowerCut(std::move(rt));
@@ -242,8 +247,7 @@ TEST_P(DeferFileSyncTest, TheBacklogIsBoundedWhileTheFileWriteHangs) {
   char* p = Map(*rt);
   ASSERT_NE(p, nullptr);
   // The applier's first write hangs: no round ends, so no error to return either.
-  ASSERT_TRUE(
-      env_.FailNext(Op::kWrite, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
+  StallNextDataFile(Op::kWrite);
   const size_t mapping = kBlocks * kBlock;
   const int fits = static_cast<int>(JournalWriteBack::kMaxBacklogBytes / mapping);
   const int rounds = 2 * fits;
@@ -283,8 +287,7 @@ TEST_P(DeferFileSyncTest, ABatchWritesEachBlockOnceInItsNewestVersion) {
   char* p = Map(*rt);
   ASSERT_NE(p, nullptr);
   // The applier's first write hangs: the umsyncs after it queue up behind it.
-  ASSERT_TRUE(
-      env_.FailNext(Op::kWrite, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
+  StallNextDataFile(Op::kWrite);
   std::memset(p, 'a', kBlock);
   ASSERT_TRUE(rt->Sync(p, kBlock).ok());
   ASSERT_TRUE(env_.WaitForStalled(1, absl::Seconds(30))) << "the applier writes the first";
@@ -318,8 +321,7 @@ TEST_P(DeferFileSyncTest, AFailedJournalMarkIsRetriedSoALaterUmsyncReturns) {
   // The applier's first fdatasync hangs while 1.25 MiB of transactions is committed behind
   // it, more than one batch of marks (JournalWriteBack::kMarkBytes, 1 MiB): a later file
   // sync marks them in one journal write.
-  ASSERT_TRUE(
-      env_.FailNext(Op::kSync, 1, Fault::Stall(absl::InfiniteDuration()).OnlyFor("data")).ok());
+  StallNextDataFile(Op::kSync);
   const size_t mapping = kBlocks * kBlock;
   const int rounds = 20;
   ASSERT_LE(rounds * mapping, JournalWriteBack::kMaxBacklogBytes) << "no umsync may wait";
