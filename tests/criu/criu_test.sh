@@ -11,6 +11,8 @@
 #                 on its first access, and the file is untouched.
 #   relaxed       the same first path in handler fault mode with the relaxed policy (the
 #                 quiesce writes unsynced blocks back; checks are per byte).
+#   deferred      the same first path with defer_file_sync (the quiesce drains the journal
+#                 sink's applier and stops its thread; the resumed job starts it again).
 #   preload      an unmodified program (plain mmap/msync) under libumap_preload.so.
 #   unprivileged  the job runs as nobody (user-mode-only userfaultfd). As nobody, umap-ctl
 #                 quiesces it (no userfaultfd or io_uring left, no progress) and resumes it;
@@ -106,6 +108,8 @@ case $mode in
   relaxed)
     env_mode+=(UMAP_FAULT_MODE=handler UMAP_POLICY=relaxed)
     per_byte=(--per-byte) ;;
+  deferred)
+    env_mode+=(UMAP_DEFER_FILE_SYNC=1) ;;
   preload)
     env_mode+=("LD_PRELOAD=$preload" "UMAP_PATHS=$work")
     run_args+=(--plain) ;;
@@ -149,6 +153,18 @@ if [[ $mode == unprivileged ]]; then
     echo "$line"
     exit 77
   fi
+fi
+
+if [[ $mode == deferred ]]; then
+  applier_threads() { cat /proc/"$1"/task/*/comm 2>/dev/null | grep -c -x umap-apply; }
+  (($(applier_threads "$pid") > 0)) || fail "the deferred job has no applier thread"
+  "$umapctl" quiesce "$pid" >"$work/ctl.out" 2>&1 || fail "umap-ctl quiesce: $(cat "$work/ctl.out")"
+  (($(applier_threads "$pid") == 0)) || fail "quiesced, but the journal's applier thread runs on"
+  "$umapctl" resume "$pid" >"$work/ctl.out" 2>&1 || fail "umap-ctl resume: $(cat "$work/ctl.out")"
+  at=$(progress)
+  wait_progress $((at + 3))
+  (($(applier_threads "$pid") > 0)) || fail "resumed, but no applier thread writes the file"
+  pass "quiesced with no applier thread left; resumed, its next commit started it again"
 fi
 
 dump() {  # dump IMAGE_DIR [criu options]
