@@ -178,6 +178,10 @@ absl::Status Coherence::TakeLocks(int fd) {
 
 void Coherence::ReleaseForCheckpoint() {
   if (locks_ == nullptr) return;
+  {
+    absl::MutexLock l(&check_mu_);
+    last_held_.reset();  // the next write-back tests the locks the resume took again
+  }
   if (!record_id_.empty()) locks_->RemoveOwnerRecord(record_id_).IgnoreError();
   record_id_.clear();
   if (absl::Status s = locks_->Unlock(0, 0); !s.ok()) {
@@ -302,6 +306,8 @@ std::vector<uint64_t> Coherence::ProtectionBoundaries(size_t region_length) cons
 absl::Status Coherence::CheckHeld() {
   absl::MutexLock l(&check_mu_);
   if (!lost_status_.ok()) return lost_status_;
+  const auto start = std::chrono::steady_clock::now();
+  if (last_held_.has_value() && start - *last_held_ < kFresh) return absl::OkStatus();
   for (const umap_range& r : locked_) {
     ASSIGN_OR_RETURN(LockCheck check, CheckWriteLock(*locks_, *probe_, r.offset, r.length));
     if (check.held) continue;
@@ -319,6 +325,7 @@ absl::Status Coherence::CheckHeld() {
     UMAP_LOG(kError, lost_status_.message());
     return lost_status_;
   }
+  last_held_ = start;
   return absl::OkStatus();
 }
 

@@ -24,8 +24,10 @@
 #ifndef UMAP_RUNTIME_COHERENCE_H_
 #define UMAP_RUNTIME_COHERENCE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,7 +77,12 @@ class Coherence {
   // Before a write-back (umsync, eviction): OK while every lock of a partitioned-write
   // mapping still stands, tested from a second open file description (a file system may
   // drop locks, e.g. when it loses contact with this node). Once a lock was found lost the
-  // mapping writes nothing more: every later call fails the same way (ENOLCK).
+  // mapping writes nothing more: every later call fails the same way (ENOLCK). A test that
+  // passed less than kFresh ago (counted from its start) stands for the write-backs in
+  // between: on a DFS the test is two round trips to the server per range (~0.5 ms on
+  // GlusterFS, more than a small umsync's own write), and a write-back that follows a
+  // passing test by up to a write's own duration is the window any check leaves anyway.
+  static constexpr std::chrono::milliseconds kFresh{5};
   absl::Status CheckHeld();
   // A checkpoint: CRIU refuses to dump a process that holds file locks, so a quiesce drops
   // the partitioned-write locks (and the owner record), keeping the descriptions open; the
@@ -123,6 +130,9 @@ class Coherence {
   std::vector<int> refusals_;              // WriteRefusals handles
   absl::Mutex check_mu_;                   // one CheckHeld at a time (umsync, write-back)
   absl::Status lost_status_ ABSL_GUARDED_BY(check_mu_);  // OK until a lock was found lost
+  // When the last passing test started (steady clock: a step of the wall clock must not
+  // stretch the window).
+  std::optional<std::chrono::steady_clock::time_point> last_held_ ABSL_GUARDED_BY(check_mu_);
 };
 
 }  // namespace umap::runtime
