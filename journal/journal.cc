@@ -846,8 +846,11 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
         absl::StrCat("commit range [", first_block, ", ", end_block, ") is inverted"));
   }
   // Only the owner commits: a former owner cut off from a shared journal and back again
-  // must not add to what the new owner replays.
-  RETURN_IF_ERROR(CheckOwner());
+  // must not add to what the new owner replays. A check younger than the fence's window
+  // stands (on a shared file system a check is three round trips, as long as a small
+  // commit): a takeover waits for the file system to drop this process's lock, which takes
+  // seconds, and FencedFs checks each of RocksDB's writes the same way.
+  RETURN_IF_ERROR(CheckOwnerFresh());
   std::vector<const BlockWrite*> given;
   given.reserve(blocks.size());
   for (const BlockWrite& b : blocks) given.push_back(&b);

@@ -289,12 +289,12 @@ class Journal {
   absl::Status poisoned();
   // OK while this process owns the journal (JournalFence::Check: its owner lock stands and
   // the owner record names it). Once another owner took over: kFailedPrecondition with
-  // errno ESTALE naming it, for good, and the journal is poisoned. Commit calls it first;
-  // so must anything that writes the journal's transactions into files (applies), and a
-  // process resumed from a checkpoint before it writes again. A read-only journal: OK.
+  // errno ESTALE naming it, for good, and the journal is poisoned. A process resumed from a
+  // checkpoint calls it before it writes again. A read-only journal: OK.
   absl::Status CheckOwner();
   // CheckOwner, unless a check succeeded within the last few milliseconds
-  // (JournalFence::CheckFresh): for the apply that follows a commit.
+  // (JournalFence::CheckFresh). Commit calls it first; so must anything that writes the
+  // journal's transactions into files (applies).
   absl::Status CheckOwnerFresh();
   // The owner epoch of this open (0 for a read-only open).
   uint64_t epoch() const;

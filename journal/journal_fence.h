@@ -29,9 +29,9 @@
 //
 // Costs: a check is one lock test, one lock request and one 4 KiB read; on a local disk a
 // few microseconds, on the GlusterFS testbed about a millisecond (docs/performance.md). A
-// check younger than kFresh stands for FencedFs and the applies: a takeover needs the file
-// system to drop this process's lock first, which none does faster than its lease or ping
-// timeout (seconds).
+// check younger than kFresh stands for FencedFs, the commits and the applies: a takeover
+// needs the file system to drop this process's lock first, which none does faster than its
+// lease or ping timeout (seconds). A resume from a checkpoint checks afresh.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef UMAP_JOURNAL_JOURNAL_FENCE_H_

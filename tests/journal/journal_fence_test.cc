@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -154,6 +156,9 @@ TEST_F(FencedJournalTest, AFencedJournalCommitsNothingAndLeavesTheNewOwnersFiles
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<JournalFence> b, JournalFence::Acquire(Options().dir, 0));
   EXPECT_EQ(b->epoch(), 2u);
   const std::map<std::string, std::string> before = Snapshot(Options().dir);
+  // A's last check (at t1's commit) stands for JournalFence::kFreshMicros; a real takeover
+  // waits seconds for the file system to drop A's lock.
+  std::this_thread::sleep_for(std::chrono::microseconds(JournalFence::kFreshMicros + 1000));
 
   absl::StatusOr<Transaction> t2 = CommitBlocks(m, {{2, 'b'}});
   EXPECT_THAT(t2, StatusIs(absl::StatusCode::kFailedPrecondition));
