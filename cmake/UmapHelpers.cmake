@@ -83,11 +83,13 @@ function(umap_cc_library)
 
 endfunction()
 
-# umap_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [TIMEOUT s]): a GoogleTest binary,
-# each TEST registered with ctest through gtest_discover_tests. It links the testing variant
-# of each of DEPS.
+# umap_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [TIMEOUT s] [COST c]): a GoogleTest
+# binary, each TEST registered with ctest through gtest_discover_tests. It links the testing
+# variant of each of DEPS. COST is about the seconds one of its tests takes: without timings
+# of its own (a fresh clone, as in CI) ctest -j starts the costliest tests first, so that a
+# long one does not run alone at the end.
 function(umap_cc_test)
-  cmake_parse_arguments(U "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(U "" "NAME;TIMEOUT;COST" "SRCS;DEPS;LABELS" ${ARGN})
   umap_testing_deps(deps ${U_DEPS})
   add_executable(${U_NAME} ${U_SRCS})
   target_link_libraries(${U_NAME} PRIVATE ${deps} umap_testing umap_test_switches
@@ -95,8 +97,11 @@ function(umap_cc_test)
   if(NOT U_TIMEOUT)
     set(U_TIMEOUT 300)
   endif()
+  if(NOT U_COST)
+    set(U_COST 0)
+  endif()
   gtest_discover_tests(${U_NAME} DISCOVERY_TIMEOUT 60
-                       PROPERTIES TIMEOUT ${U_TIMEOUT} LABELS "${U_LABELS}")
+                       PROPERTIES TIMEOUT ${U_TIMEOUT} LABELS "${U_LABELS}" COST ${U_COST})
 endfunction()
 
 # The targets a directory defines, and those of its subdirectories.
