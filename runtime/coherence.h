@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "base/ofd_lock.h"
+#include "journal/journal_fence.h"
 #include "umap/umap_types.h"
 
 namespace umap::runtime {
@@ -81,8 +82,9 @@ class Coherence {
   // passed less than kFresh ago (counted from its start) stands for the write-backs in
   // between: on a DFS the test is two round trips to the server per range (~0.5 ms on
   // GlusterFS, more than a small umsync's own write), and a write-back that follows a
-  // passing test by up to a write's own duration is the window any check leaves anyway.
-  static constexpr std::chrono::milliseconds kFresh{5};
+  // passing test by up to a write's own duration is the window any check leaves anyway. The
+  // journal fence's window, so that one figure governs both lock checks.
+  static constexpr std::chrono::microseconds kFresh{journal::JournalFence::kFreshMicros};
   absl::Status CheckHeld();
   // A checkpoint: CRIU refuses to dump a process that holds file locks, so a quiesce drops
   // the partitioned-write locks (and the owner record), keeping the descriptions open; the
