@@ -1,5 +1,6 @@
 #include "bench/bench_flags.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -75,7 +76,8 @@ absl::StatusOr<std::vector<Workload>> ExpandWorkloads(const Flags& f) {
   return workloads;
 }
 
-// umap's cache: --cache, or "auto": 64 MiB, or with a memory limit fitted to the budget.
+// umap's cache: --cache, or "auto": 64 MiB, or with a memory limit fitted to the budget
+// (m.workloads and m.threads are set).
 absl::Status ChooseCache(const Flags& f, Matrix& m) {
   BackendOptions& o = m.config.options;
   if (f.cache != "auto") {
@@ -91,7 +93,13 @@ absl::Status ChooseCache(const Flags& f, Matrix& m) {
   ASSIGN_OR_RETURN(umap_config cfg, Umap::Runtime::DefaultConfig());
   cfg.handler_threads = o.handler_threads;
   cfg.block_size = o.block_size;
-  const CacheFit fit = FitCacheToBudget(f.memory_limit, cfg);
+  // One cache for the whole matrix: fitted for its most demanding cell, the most threads
+  // of any workload that writes.
+  unsigned writers = 0;
+  for (const Workload& w : m.workloads) {
+    if (w.writes()) writers = *std::max_element(m.threads.begin(), m.threads.end());
+  }
+  const CacheFit fit = FitCacheToBudget(f.memory_limit, cfg, writers);
   o.cache_bytes = fit.cache_bytes;  // 0: no room; an error if plain "umap" runs
   m.cache_how = absl::StrCat("fitted: ", fit.how);
   return absl::OkStatus();

@@ -110,7 +110,7 @@ absl::StatusOr<RunConfig> DemoConfig(const DemoFlags& f, Regime& regime) {
     ASSIGN_OR_RETURN(bo.cache_bytes, ParseBytes(f.cache));
     regime.cache_how = "--cache";
   } else if (regime.limit > 0) {
-    const CacheFit fit = FitCacheToBudget(regime.limit, defaults);
+    const CacheFit fit = FitCacheToBudget(regime.limit, defaults, f.threads);  // it writes
     if (fit.cache_bytes == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("--memory-limit leaves no room for umap's cache (", fit.how, ")"));
