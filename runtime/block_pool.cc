@@ -66,11 +66,12 @@ void BlockPool::Retire(uint32_t cache_block, bool forced) {
 }
 
 uint32_t BlockPool::Acquire(EvictFn evict, ReclaimFn reclaim) {
+  VictimsOf<1> one;
   return AcquireBatched(
       [&](const uint32_t* cache_blocks, const uint64_t* owners, int n, bool* freed, int) {
         for (int i = 0; i < n; ++i) freed[i] = evict(cache_blocks[i], owners[i]);
       },
-      reclaim, 1);
+      reclaim, &one, 1);
 }
 
 void BlockPool::Collect(int pass, int max, uint64_t* budget, Victims* v) {
@@ -120,11 +121,12 @@ uint32_t BlockPool::Evict(BatchEvictFn evict, int pass, Victims* v, bool keep_on
   return kept;
 }
 
-uint32_t BlockPool::AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int max_batch) {
+uint32_t BlockPool::AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, Victims* victims,
+                                   int max_batch) {
   uint32_t cache_block = TakeFree();
   if (cache_block != kNone) return cache_block;
-  max_batch = std::clamp(max_batch, 1, kMaxBatch);
-  Victims v;
+  max_batch = std::clamp(max_batch, 1, victims->capacity);
+  Victims& v = *victims;
   uint32_t freed = 0;
   // Pass 0: clock with second chance, live references respected. Pass 1: the same after
   // dropping dead threads' references. Pass 2: references ignored (more live threads than
@@ -144,9 +146,10 @@ uint32_t BlockPool::AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int ma
   return kNone;
 }
 
-uint32_t BlockPool::Shrink(BatchEvictFn evict, int max_batch, uint32_t max_blocks) {
-  max_batch = std::clamp(max_batch, 1, kMaxBatch);
-  Victims v;
+uint32_t BlockPool::Shrink(BatchEvictFn evict, Victims* victims, int max_batch,
+                           uint32_t max_blocks) {
+  max_batch = std::clamp(max_batch, 1, victims->capacity);
+  Victims& v = *victims;
   uint32_t freed = 0;
   auto excess = [&] {
     const uint32_t h = held(), l = limit();

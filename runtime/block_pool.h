@@ -74,13 +74,38 @@ class BlockPool {
   // keep, e.g. a mapping below its share of the cache), 1 and 2 for the later ones.
   using BatchEvictFn = absl::FunctionRef<void(const uint32_t* cache_blocks, const uint64_t* owners,
                                               int n, bool* freed, int pass)>;
-  static constexpr int kMaxBatch = 32;
-  uint32_t AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, int max_batch);
+  // The victims of one batch, in storage the caller provides (VictimsOf): a batch may be
+  // too large for the stack of the thread that evicts (eviction_scratch.h).
+  struct Victims {
+    Victims(uint32_t* c, uint64_t* o, bool* f, int cap)
+        : cache_blocks(c), owners(o), freed(f), capacity(cap) {}
+    Victims(const Victims&) = delete;
+    Victims& operator=(const Victims&) = delete;
+    uint32_t* const cache_blocks;
+    uint64_t* const owners;
+    bool* const freed;
+    const int capacity;
+    int n = 0;
+  };
+  template <int N>
+  struct VictimsOf : Victims {
+    VictimsOf() : Victims(cache_blocks_, owners_, freed_, N) {}
+
+   private:
+    uint32_t cache_blocks_[N];
+    uint64_t owners_[N];
+    bool freed_[N];
+  };
+  // `v` holds the victims of each batch, at most min(max_batch, v->capacity) of them.
+  uint32_t AcquireBatched(BatchEvictFn evict, ReclaimFn reclaim, Victims* v, int max_batch);
+  // A free CB (state kBusy) if one is free and fewer than limit() are held, else kNone:
+  // AcquireBatched's first step, for a caller that prepares for eviction only if it must.
+  uint32_t TryTakeFree() { return TakeFree(); }
 
   // Evicts (clock, live references respected, never forced) until at most limit() CBs are
   // held, or nothing more can be evicted now, or `max_blocks` were freed; the freed CBs go
   // to the free list. Returns how many were freed.
-  uint32_t Shrink(BatchEvictFn evict, int max_batch, uint32_t max_blocks);
+  uint32_t Shrink(BatchEvictFn evict, Victims* v, int max_batch, uint32_t max_blocks);
 
   // The caller installed data for `owner` in `cache_block` (which it got from Acquire): make it
   // resident (semi-active, clock bit set).
@@ -122,13 +147,6 @@ class BlockPool {
     std::atomic<uint32_t> state;
     std::atomic<uint8_t> referenced;
   };
-  struct Victims {
-    uint32_t cache_blocks[kMaxBatch];
-    uint64_t owners[kMaxBatch];
-    bool freed[kMaxBatch];
-    int n = 0;
-  };
-
   void NoteResident(int delta);
   // Takes a free CB (state kBusy) if fewer than limit() are held, else kNone.
   uint32_t TakeFree();

@@ -142,7 +142,7 @@ void CacheSizer::OnReMiss() {
   const uint32_t ceiling = ceiling_.load(std::memory_order_relaxed);
   // (Batched eviction keeps up to a batch free: that much below the limit still counts as
   // full.)
-  const uint32_t batch = std::clamp<uint32_t>(limit / 64, 1, BlockPool::kMaxBatch);
+  const uint32_t batch = std::clamp<uint32_t>(limit / 64, 1, EvictionScratch::kLargeBatch);
   const bool full = pool.held() + batch >= limit;
   if (limit >= ceiling) {
     if (full) blocked_.fetch_add(1, std::memory_order_relaxed);
@@ -287,9 +287,9 @@ bool CacheSizer::DrainAndPark(uint32_t now_ms) {
     });
   }
   next_mapping_ = (next_mapping_ + 1) % static_cast<uint32_t>(mappings.size());
-  EvictionBatch batch;
+  EvictionBatchOf<EvictionScratch::kSmallBatch> batch;  // on the sizer's own stack
   const int max_parks =
-      static_cast<int>(std::min<uint32_t>(options_.parks_per_tick, EvictionBatch::kMax));
+      static_cast<int>(std::min<uint32_t>(options_.parks_per_tick, batch.capacity));
   for (const Candidate& c : candidates) {
     if (batch.count >= max_parks) break;
     const uint32_t park = parks_.Acquire();

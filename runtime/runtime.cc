@@ -437,8 +437,8 @@ void Runtime::WriteBackLoop() {
 }
 
 void Runtime::EvictBatch(const uint32_t* cache_blocks, const uint64_t* owners, int n, bool* freed,
-                         int pass) {
-  EvictionBatch batch;
+                         int pass, EvictionBatch& batch) {
+  batch.count = 0;
   // Several mappings share the cache by marginal gain (cache_sizer.h): in the clock's first
   // sweep, a mapping within its share keeps its blocks while another is over its share.
   const bool quotas = pass == 0 && sizer_ != nullptr && sizer_->quotas_active();
@@ -463,19 +463,31 @@ void Runtime::EvictBatch(const uint32_t* cache_blocks, const uint64_t* owners, i
 
 int Runtime::EvictBatchSize() const {
   // Evictions are batched so that one TLB flush covers many (eviction_batch.h).
-  return static_cast<int>(std::clamp<uint32_t>(pool_.limit() / 64, 1, BlockPool::kMaxBatch));
+  return static_cast<int>(
+      std::clamp<uint32_t>(pool_.limit() / 64, 1, EvictionScratch::kLargeBatch));
 }
 
 uint32_t Runtime::TryAcquireBlock() {
-  return pool_.AcquireBatched([this](const uint32_t* c, const uint64_t* o, int n, bool* f,
-                                     int pass) { EvictBatch(c, o, n, f, pass); },
-                              [this] { refs_.ReclaimDead(); }, EvictBatchSize());
+  // A free block needs no eviction buffers.
+  const uint32_t free = pool_.TryTakeFree();
+  if (free != BlockPool::kNone) return free;
+  return eviction_scratch_.With([this](BlockPool::Victims* victims, EvictionBatch* batch) {
+    return pool_.AcquireBatched(
+        [this, batch](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
+          EvictBatch(c, o, n, f, pass, *batch);
+        },
+        [this] { refs_.ReclaimDead(); }, victims, EvictBatchSize());
+  });
 }
 
 uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
-  return pool_.Shrink([this](const uint32_t* c, const uint64_t* o, int n, bool* f,
-                             int pass) { EvictBatch(c, o, n, f, pass); },
-                      EvictBatchSize(), max_blocks);
+  return eviction_scratch_.With([&](BlockPool::Victims* victims, EvictionBatch* batch) {
+    return pool_.Shrink(
+        [this, batch](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
+          EvictBatch(c, o, n, f, pass, *batch);
+        },
+        victims, EvictBatchSize(), max_blocks);
+  });
 }
 
 void Runtime::ReserveOutsideCache(uint64_t bytes) { AdjustOutsideCache(bytes, 0); }

@@ -43,6 +43,7 @@
 #include "runtime/block_pool.h"
 #include "runtime/cache_sizer.h"
 #include "runtime/coherence.h"
+#include "runtime/eviction_scratch.h"
 #include "runtime/io/io_manager.h"
 #include "runtime/journal_write_back.h"
 #include "runtime/options.h"
@@ -279,11 +280,12 @@ class Runtime {
   void WriteBackLoop();
   void HandleFault(HandlerCtx& ctx, const uffd_msg& msg);
   Mapping* FindMapping(uint64_t addr) const;
-  // The pool's batched eviction callback (BlockPool::AcquireBatched).
+  // The pool's batched eviction callback (BlockPool::AcquireBatched), with `batch` to fill
+  // (capacity >= n).
   void EvictBatch(const uint32_t* cache_blocks, const uint64_t* owners, int n, bool* freed,
-                  int pass);
-  // Victims per eviction batch: up to 32, fewer in a small cache so that a batch never
-  // empties a large part of it.
+                  int pass, EvictionBatch& batch);
+  // Victims per eviction batch: up to EvictionScratch::kLargeBatch, fewer in a small cache
+  // (1/64 of it) so that a batch never empties a large part of it.
   int EvictBatchSize() const;
   // Sets the pool's first limit and starts lazy sizing (when on).
   absl::Status StartSizing();
@@ -309,6 +311,10 @@ class Runtime {
   int pidfd_ = -1;    // this process, for batched discards (process_madvise)
 
   BlockPool pool_;
+  // Buffers of the large eviction batches: one set per thread evicting at once (a miss's
+  // thread, the I/O threads, the sizer), 16 x ~20 KiB; a seventeenth thread evicts a small
+  // batch.
+  EvictionScratch eviction_scratch_{16};
   // Both halves of Reserve/ReleaseOutsideCache: the sizer's budget, or a fixed cache's limit
   // less what is reserved now.
   void AdjustOutsideCache(uint64_t add, uint64_t remove);
