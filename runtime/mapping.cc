@@ -289,11 +289,22 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
       return;
     }
     if (read_file()->fd() >= 0) {
-      Stream* stream = rt_->prefetch_blocks() > 0 ? FindStream(block) : nullptr;
+      const bool streams = rt_->prefetch_blocks() > 0;
+      Stream* stream = streams ? FindStream(block) : nullptr;
       if (stream == nullptr) {
         // A random miss: nothing to merge it with. (It may start a stream.)
+        const bool probe =
+            streams && random_misses_.fetch_add(1, std::memory_order_relaxed) % kProbeEvery == 0;
+        if (streams && !probe &&
+            run_score_.load(std::memory_order_relaxed) >= kReadAroundScore &&
+            FillInlineRun(block, e.v, cache_block, write, tid, StartStream(block))) {
+          return;  // read around it
+        }
         FillInline(block, e.v, cache_block, write, tid);
-        MaybePrefetch(block);
+        if (streams) {
+          Stream* started = StartStream(block);
+          if (probe) started->probe.store(true, std::memory_order_relaxed);
+        }
         return;
       }
       // The stream's second miss: read its first window with it, here.
@@ -435,6 +446,7 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cache_block
   misses_.fetch_add(1, std::memory_order_relaxed);  // now: the read may stall
   // The stream's bookkeeping, as MaybePrefetch would do it for this miss: its first window.
   const uint32_t len = s->length.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (len == 1) NoteStreamStarted(s);
   s->next.store(block + 1, std::memory_order_relaxed);
   const uint64_t window =
       std::min<uint64_t>(rt_->prefetch_blocks(), 8ull << std::min<uint32_t>(len - 1, 16));
@@ -547,21 +559,36 @@ Mapping::Stream* Mapping::FindStream(uint64_t block) const {
   return nullptr;
 }
 
+Mapping::Stream* Mapping::StartStream(uint64_t block) {
+  // A new stream replaces the next victim (round robin over a few streams); the old one's
+  // trigger, if its reader never came, gives back its stash buffer and cache block, and a
+  // probe that never had its second miss scores 0.
+  Stream& t = streams_[stream_victim_.fetch_add(1, std::memory_order_relaxed) % kStreams];
+  DropStash(t.trigger.exchange(~0ull, std::memory_order_relaxed));
+  if (t.probe.exchange(false, std::memory_order_relaxed)) ScoreProbe(false);
+  t.next.store(block + 1, std::memory_order_relaxed);
+  t.length.store(0, std::memory_order_relaxed);
+  t.ahead.store(block + 1, std::memory_order_relaxed);
+  return &t;
+}
+
+void Mapping::ScoreProbe(bool started_a_run) {
+  // An average over the last ~8 probes; racy updates only blur it.
+  const uint32_t s = run_score_.load(std::memory_order_relaxed);
+  run_score_.store(started_a_run ? s + (kScoreOne - s) / 8 : s - s / 8,
+                   std::memory_order_relaxed);
+}
+
 bool Mapping::MaybePrefetch(uint64_t block) {
   const uint32_t max = rt_->prefetch_blocks();
   if (max == 0) return false;
   Stream* s = FindStream(block);
   if (s == nullptr) {
-    // A new stream replaces the next victim (round robin over a few streams); the old one's
-    // trigger, if its reader never came, gives back its stash buffer and cache block.
-    Stream& t = streams_[stream_victim_.fetch_add(1, std::memory_order_relaxed) % kStreams];
-    DropStash(t.trigger.exchange(~0ull, std::memory_order_relaxed));
-    t.next.store(block + 1, std::memory_order_relaxed);
-    t.length.store(0, std::memory_order_relaxed);
-    t.ahead.store(block + 1, std::memory_order_relaxed);
+    StartStream(block);
     return false;
   }
   const uint32_t len = s->length.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (len == 1) NoteStreamStarted(s);
   s->next.store(block + 1, std::memory_order_relaxed);
   // The window starts at 8 blocks and doubles with the stream's length, up to the maximum.
   const uint64_t window = std::min<uint64_t>(max, 8ull << std::min<uint32_t>(len - 1, 16));

@@ -172,6 +172,60 @@ TEST(IoRuntimeTest, AStreamStartIsReadWithItsFirstWindowByTheFaultingThread) {
   ::close(fd);
 }
 
+// Read-around: where random misses keep starting runs (here pairs: a block, then the next),
+// a random miss reads its run with it; where they stop doing so, it reads its block alone.
+// The decision comes from probes (one random miss in eight reads its block alone and
+// watches for the run), so the mapping turns read-around off again when the pattern changes.
+TEST(IoRuntimeTest, RandomMissesReadAroundThemselvesOnlyWhileTheyStartRuns) {
+  TempDir dir;
+  constexpr size_t kBlocks = 8192;
+  int fd = MakePatternFile(dir.File("f"), kBlocks * kBlock, O_RDONLY);
+  ASSERT_GE(fd, 0);
+  RuntimeOptions o;
+  o.cache_bytes = kBlocks * kBlock;  // no eviction
+  o.prefetch_bytes = 64 * kBlock;
+  o.fault_mode = UMAP_FAULT_SIGNAL;
+  o.journal_mode = UMAP_JOURNAL_OFF;
+  auto rt = MakeRuntime(o);
+  ASSERT_NE(rt, nullptr);
+  auto p = rt->Map(nullptr, kBlocks * kBlock, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const char* base = static_cast<const char*>(*p);
+  auto read = [&](size_t block) {
+    const size_t off = block * kBlock + 17;
+    ASSERT_EQ(base[off], PatternByte(off)) << "block " << block;
+  };
+  // Pairs 64 blocks apart (far beyond a read-around's 9 blocks).
+  auto pairs = [&](size_t first, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      read(first + 64 * i);
+      read(first + 64 * i + 1);
+    }
+  };
+  pairs(0, 50);
+  umap_stats before = rt->Stats();
+  pairs(50 * 64, 50);
+  umap_stats after = rt->Stats();
+  const uint64_t faults = after.faults_missing - before.faults_missing;
+  // Each pair faults once (read around) or, if its first miss is a probe, twice.
+  EXPECT_GE(faults, 50u);
+  EXPECT_LE(faults, 50u + 50u / 8 + 1) << "the pairs' second blocks were not read around";
+  EXPECT_GE(after.blocks_read - before.blocks_read, 8u * (50u - 50u / 8 - 1));
+  // Now single blocks 12 apart, never their neighbours: read-around stops paying and
+  // stops. (The first of them still read around until enough probes have seen it.)
+  auto singles = [&](size_t first, size_t n) {
+    for (size_t i = 0; i < n; ++i) read(first + 12 * i);
+  };
+  singles(4096, 200);
+  before = rt->Stats();
+  singles(4096 + 12 * 200, 100);
+  after = rt->Stats();
+  EXPECT_EQ(after.faults_missing - before.faults_missing, 100u);
+  EXPECT_EQ(after.blocks_read - before.blocks_read, 100u) << "single misses still read around";
+  ASSERT_TRUE(rt->Unmap(*p, kBlocks * kBlock).ok());
+  ::close(fd);
+}
+
 // The run stops at end of file: the last block's bytes past it read as zeros, the pages
 // wholly past it raise SIGBUS, as with mmap.
 TEST(IoRuntimeTest, AnInlineRunEndsAtEndOfFile) {
