@@ -141,8 +141,8 @@ void CacheSizer::OnReMiss() {
   const uint32_t limit = pool.limit();
   const uint32_t ceiling = ceiling_.load(std::memory_order_relaxed);
   // (Batched eviction keeps up to a batch free: that much below the limit still counts as
-  // full.)
-  const uint32_t batch = std::clamp<uint32_t>(limit / 64, 1, EvictionScratch::kLargeBatch);
+  // full. A re-miss comes from a miss's eviction, not read-ahead's.)
+  const uint32_t batch = static_cast<uint32_t>(rt_->EvictBatchSize(/*bulk=*/false));
   const bool full = pool.held() + batch >= limit;
   if (limit >= ceiling) {
     if (full) blocked_.fetch_add(1, std::memory_order_relaxed);

@@ -420,7 +420,7 @@ uint32_t Mapping::LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries,
   for (uint64_t p = block + 1; n < max && p < table_.size(); ++p, ++n) {
     const Table::Entry pe = table_.Load(p);
     if (pe.locked() || !plain_missing(pe) || ValidBytes(p) == 0) break;
-    const uint32_t cache_block = rt_->TryAcquireBlock();
+    const uint32_t cache_block = rt_->TryAcquireBlock(/*bulk=*/true);
     if (cache_block == BlockPool::kNone) break;
     Table::Entry e;
     if (!table_.TryLock(p, &e)) {
@@ -609,7 +609,7 @@ bool Mapping::MaybePrefetch(uint64_t block) {
       continue;
     }
     if (ValidBytes(p) == 0) break;
-    uint32_t cache_block = rt_->TryAcquireBlock();
+    uint32_t cache_block = rt_->TryAcquireBlock(/*bulk=*/true);
     if (cache_block == BlockPool::kNone)
       break;  // no free or clean block right now: read-ahead waits
     Table::Entry e;

@@ -206,8 +206,12 @@ class Runtime {
   // Acquires a cache block for a fill, evicting another block if needed. kNone only when
   // none could be freed (all busy, or every candidate dirty with no shadow free).
   uint32_t AcquireBlock();
+  // Victims per eviction batch: up to EvictionScratch::kLargeBatch, fewer in a small cache
+  // (1/64 of it, 1/8 for read-ahead) so that a batch never empties a large part of it.
+  int EvictBatchSize(bool bulk) const;
   // One attempt, no waiting (read-ahead): kNone when no block is free or clean right now.
-  uint32_t TryAcquireBlock();
+  // `bulk`: for read-ahead, which may evict in larger batches (EvictBatchSize).
+  uint32_t TryAcquireBlock(bool bulk = false);
   io::IoManager& io() { return *io_; }
   // The thread whose fault queued the fill into `cache_block` (0: read-ahead). Written before the
   // fill is queued, read when it completes (the scheduler's lock orders the two).
@@ -284,9 +288,6 @@ class Runtime {
   // (capacity >= n).
   void EvictBatch(const uint32_t* cache_blocks, const uint64_t* owners, int n, bool* freed,
                   int pass, EvictionBatch& batch);
-  // Victims per eviction batch: up to EvictionScratch::kLargeBatch, fewer in a small cache
-  // (1/64 of it) so that a batch never empties a large part of it.
-  int EvictBatchSize() const;
   // Sets the pool's first limit and starts lazy sizing (when on).
   absl::Status StartSizing();
   // Waits until no fault handler (a handler thread, or a thread in its SIGBUS handler) can

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -170,6 +171,31 @@ TEST(IoRuntimeTest, AStreamStartIsReadWithItsFirstWindowByTheFaultingThread) {
   EXPECT_EQ(got[1], 'x');
   ASSERT_TRUE(rt->Unmap(*p, kSize).ok());
   ::close(fd);
+}
+
+// Eviction batches: 1/64 of the cache for a miss (a batch's victims leave early, which costs
+// hits when the working set is about the cache's size), 1/8 for read-ahead (a scan re-reads
+// nothing), at most a large scratch set's worth.
+TEST(IoRuntimeTest, ReadAheadEvictsInLargerBatchesThanAMiss) {
+  RuntimeOptions o;
+  o.journal_mode = UMAP_JOURNAL_OFF;
+  o.lazy_sizing = false;
+  for (size_t blocks : {size_t{2048}, size_t{64}, size_t{65536}}) {
+    o.cache_bytes = blocks * kBlock;
+    auto rt = MakeRuntime(o);
+    ASSERT_NE(rt, nullptr);
+    const int limit = static_cast<int>(rt->pool().limit());  // the cache, less a little
+    ASSERT_GT(limit, static_cast<int>(blocks) * 7 / 8) << blocks;
+    EXPECT_EQ(rt->EvictBatchSize(/*bulk=*/false),
+              std::clamp(limit / 64, 1, EvictionScratch::kLargeBatch))
+        << blocks;
+    EXPECT_EQ(rt->EvictBatchSize(/*bulk=*/true),
+              std::clamp(limit / 8, 1, EvictionScratch::kLargeBatch))
+        << blocks;
+    if (blocks == 2048) {  // an 8 MiB cache: 30 a miss, 240 for read-ahead
+      EXPECT_GE(rt->EvictBatchSize(/*bulk=*/true), 8 * rt->EvictBatchSize(/*bulk=*/false));
+    }
+  }
 }
 
 // Read-around: where random misses keep starting runs (here pairs: a block, then the next),
