@@ -4,12 +4,12 @@
 // process running on other CPUs that flush is an inter-processor interrupt: 10 µs to
 // ~200 µs a call on a two-vCPU VM (the other vCPU may have to be woken), more than the
 // rest of a miss. The pool therefore evicts victims in batches of up to 256
-// (eviction_scratch.h): each victim's entry is locked and its dirty image captured (PrepareEvict), then
-// every victim's pages are dropped with one process_madvise(2) — one flush for the batch —
-// and only then are the entries unlocked (FinishEvict). A victim whose pages could not be
-// dropped is restored: it stays resident, as if it had never been chosen. The cache sizer
-// parks sampled blocks in batches the same way (cache_sizer.h); a parked victim has no
-// pages mapped (its range is empty).
+// (eviction_scratch.h): each victim's entry is locked and its dirty image captured
+// (PrepareEvict), then every victim's pages are dropped with one process_madvise(2) — one
+// flush for the batch — and only then are the entries unlocked (FinishEvict). A victim
+// whose pages could not be dropped is restored: it stays resident, as if it had never been
+// chosen. The cache sizer parks sampled blocks in batches the same way (cache_sizer.h); a
+// parked victim has no pages mapped (its range is empty).
 #ifndef UMAP_RUNTIME_EVICTION_BATCH_H_
 #define UMAP_RUNTIME_EVICTION_BATCH_H_
 

@@ -295,8 +295,7 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
         // A random miss: nothing to merge it with. (It may start a stream.)
         const bool probe =
             streams && random_misses_.fetch_add(1, std::memory_order_relaxed) % kProbeEvery == 0;
-        if (streams && !probe &&
-            run_score_.load(std::memory_order_relaxed) >= kReadAroundScore &&
+        if (streams && !probe && run_score_.load(std::memory_order_relaxed) >= kReadAroundScore &&
             FillInlineRun(block, e.v, cache_block, write, tid, StartStream(block))) {
           return;  // read around it
         }
@@ -575,8 +574,7 @@ Mapping::Stream* Mapping::StartStream(uint64_t block) {
 void Mapping::ScoreProbe(bool started_a_run) {
   // An average over the last ~8 probes; racy updates only blur it.
   const uint32_t s = run_score_.load(std::memory_order_relaxed);
-  run_score_.store(started_a_run ? s + (kScoreOne - s) / 8 : s - s / 8,
-                   std::memory_order_relaxed);
+  run_score_.store(started_a_run ? s + (kScoreOne - s) / 8 : s - s / 8, std::memory_order_relaxed);
 }
 
 bool Mapping::MaybePrefetch(uint64_t block) {

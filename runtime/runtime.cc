@@ -468,8 +468,8 @@ int Runtime::EvictBatchSize(bool bulk) const {
   // 8 MiB cache doubled the misses against 1/64. Read-ahead (bulk) takes blocks by the
   // window and re-reads nothing: its batches may be 1/8 of the cache, which lets a scan
   // through a small cache (lazy sizing keeps one at 8 MiB) flush a TLB per 256 evictions.
-  return static_cast<int>(std::clamp<uint32_t>(pool_.limit() / (bulk ? 8 : 64), 1,
-                                               EvictionScratch::kLargeBatch));
+  return static_cast<int>(
+      std::clamp<uint32_t>(pool_.limit() / (bulk ? 8 : 64), 1, EvictionScratch::kLargeBatch));
 }
 
 uint32_t Runtime::TryAcquireBlock(bool bulk) {
@@ -477,21 +477,17 @@ uint32_t Runtime::TryAcquireBlock(bool bulk) {
   const uint32_t free = pool_.TryTakeFree();
   if (free != BlockPool::kNone) return free;
   return eviction_scratch_.With([this, bulk](BlockPool::Victims* victims, EvictionBatch* batch) {
-    return pool_.AcquireBatched(
-        [this, batch](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
-          EvictBatch(c, o, n, f, pass, *batch);
-        },
-        [this] { refs_.ReclaimDead(); }, victims, EvictBatchSize(bulk));
+    return pool_.AcquireBatched([this, batch](const uint32_t* c, const uint64_t* o, int n, bool* f,
+                                              int pass) { EvictBatch(c, o, n, f, pass, *batch); },
+                                [this] { refs_.ReclaimDead(); }, victims, EvictBatchSize(bulk));
   });
 }
 
 uint32_t Runtime::ShrinkPool(uint32_t max_blocks) {
   return eviction_scratch_.With([&](BlockPool::Victims* victims, EvictionBatch* batch) {
-    return pool_.Shrink(
-        [this, batch](const uint32_t* c, const uint64_t* o, int n, bool* f, int pass) {
-          EvictBatch(c, o, n, f, pass, *batch);
-        },
-        victims, EvictBatchSize(/*bulk=*/false), max_blocks);
+    return pool_.Shrink([this, batch](const uint32_t* c, const uint64_t* o, int n, bool* f,
+                                      int pass) { EvictBatch(c, o, n, f, pass, *batch); },
+                        victims, EvictBatchSize(/*bulk=*/false), max_blocks);
   });
 }
 

@@ -52,10 +52,9 @@ TEST(EvictionScratch, WithEverySetTakenAThreadEvictsASmallBatchFromItsStack) {
       });
     });
   });
-  EXPECT_EQ(capacities, (std::vector<int>{EvictionScratch::kLargeBatch,
-                                          EvictionScratch::kLargeBatch,
-                                          EvictionScratch::kSmallBatch,
-                                          EvictionScratch::kSmallBatch}));
+  EXPECT_EQ(capacities,
+            (std::vector<int>{EvictionScratch::kLargeBatch, EvictionScratch::kLargeBatch,
+                              EvictionScratch::kSmallBatch, EvictionScratch::kSmallBatch}));
   // Both sets came back.
   EXPECT_EQ(Borrow(s).victims, EvictionScratch::kLargeBatch);
   s.With([&](BlockPool::Victims*, EvictionBatch*) {
@@ -73,7 +72,8 @@ TEST(EvictionScratch, ABatchedAcquireEvictsOneBatchAndFreesTheRest) {
   auto none = [](const uint32_t*, const uint64_t*, int, bool*, int) { FAIL(); };
   BlockPool::VictimsOf<1> one;
   for (uint32_t i = 0; i < kBlocks; ++i) {
-    const uint32_t cb = pool.AcquireBatched(none, [] {}, &one, 1);
+    const uint32_t cb = pool.AcquireBatched(
+        none, [] {}, &one, 1);
     ASSERT_NE(cb, BlockPool::kNone);
     pool.Publish(cb, i);
   }
