@@ -32,6 +32,23 @@ bool LostConnection(const absl::Status& s) {
   return err == ECONNABORTED || err == ENOTCONN;
 }
 
+// Gives the data disk its space back. Through a GlusterFS client that died meanwhile the
+// unlink fails, and the brick would stay full for every later iteration (their directories
+// could not even be made): remount and unlink again, and say so if even that fails.
+void RemoveFiller(RunContext& run, const std::string& filler, IterationRecord& rec) {
+  if (::unlink(filler.c_str()) == 0 || errno == ENOENT) return;
+  const int err = errno;
+  if (run.gluster() && (err == ECONNABORTED || err == ENOTCONN)) {
+    absl::Status s = run.Testbed("remount", {}, 120000);
+    if (s.ok() && (::unlink(filler.c_str()) == 0 || errno == ENOENT)) {
+      rec.Describe("; the GlusterFS client died while the brick was full: remounted to free it");
+      return;
+    }
+  }
+  rec.Violate("harness", absl::StrCat("cannot remove the filler ", filler, " (", strerror(err),
+                                      "): the data disk stays full"));
+}
+
 enum class Full { kDataFull, kJournalFull, kJournalInjected, kJournalSticky };
 constexpr const char* kFullNames[] = {"data-full", "journal-full", "journal-injected",
                                       "journal-sticky"};
@@ -275,6 +292,7 @@ bool EnospcFault::DataDiskFull(Epoch& e, Worker& worker) {
     if (absl::Status s = run_.Testbed("remount", {}, 120000); !s.ok()) {
       e.rec.Violate("harness", s.ToString());
     }
+    RemoveFiller(run_, filler, e.rec);  // what the filler wrote before the client went
     return false;
   }
   worker.Cont();
@@ -298,7 +316,7 @@ bool EnospcFault::DataDiskFull(Epoch& e, Worker& worker) {
   const size_t errors_at_free = ev.errors.size();
   e.rec.Describe(" (", *filled >> 10, " KiB; ", errors_at_free - errors_at_fill, " umsync errors, ",
                  acked_at_free - acked_at_fill, " acknowledged while full)");
-  ::unlink(filler.c_str());
+  RemoveFiller(run_, filler, e.rec);
   // Liveness: with space back, umsync must succeed again within the bound.
   const int bound_ms = run_.gluster() ? 30000 : 20000;
   if (!worker.WaitForAckAfter(acked_at_free, bound_ms) && !worker.eof()) {
