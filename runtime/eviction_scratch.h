@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "runtime/block_pool.h"
 #include "runtime/eviction_batch.h"
 #include "runtime/index_stack.h"
@@ -41,11 +42,7 @@ class EvictionScratch {
       EvictionBatchOf<kSmallBatch> batch;
       return fn(static_cast<BlockPool::Victims*>(&victims), static_cast<EvictionBatch*>(&batch));
     }
-    struct Return {
-      EvictionScratch* self;
-      uint32_t i;
-      ~Return() { self->free_.Push(i); }
-    } give_back{this, i};
+    absl::Cleanup give_back = [this, i] { free_.Push(i); };
     Set& s = sets_[i];
     s.victims.n = 0;
     s.batch.count = 0;

@@ -27,10 +27,8 @@ namespace {
 
 // The FUSE connection under the writer died: in-flight requests end with ECONNABORTED,
 // every later one with ENOTCONN.
-bool LostConnection(const absl::Status& s) {
-  const int err = umap::ErrnoFromStatus(s);
-  return err == ECONNABORTED || err == ENOTCONN;
-}
+bool LostConnection(int err) { return err == ECONNABORTED || err == ENOTCONN; }
+bool LostConnection(const absl::Status& s) { return LostConnection(umap::ErrnoFromStatus(s)); }
 
 // Gives the data disk its space back. Through a GlusterFS client that died meanwhile the
 // unlink fails, and the brick would stay full for every later iteration (their directories
@@ -38,7 +36,7 @@ bool LostConnection(const absl::Status& s) {
 void RemoveFiller(RunContext& run, const std::string& filler, IterationRecord& rec) {
   if (::unlink(filler.c_str()) == 0 || errno == ENOENT) return;
   const int err = errno;
-  if (run.gluster() && (err == ECONNABORTED || err == ENOTCONN)) {
+  if (run.gluster() && LostConnection(err)) {
     absl::Status s = run.Testbed("remount", {}, 120000);
     if (s.ok() && (::unlink(filler.c_str()) == 0 || errno == ENOENT)) {
       rec.Describe("; the GlusterFS client died while the brick was full: remounted to free it");
