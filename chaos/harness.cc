@@ -171,12 +171,18 @@ IterationRecord Harness::RunIteration(int index) {
   it.fault->Place(rec, &place);
   it.data_dir = place.data_parent + "/data";
   it.journal_dir = place.journal_parent + "/journal";
-  MakeDirs(it.data_dir).IgnoreError();  // reported below when the file cannot be created
-  MakeDirs(rec.dir).IgnoreError();
-  MakeDirs(place.journal_parent).IgnoreError();
   it.tag = it.rng.Next() | 1;
   it.wseed = it.rng.Next();
-  if (absl::Status s = WriteInitialFile(it.data_dir + "/data.umap", it.tag, rec.holes); !s.ok()) {
+  // A directory that cannot be made (a data disk left full, a dead mount) is the harness's
+  // failure, named here rather than as the create's ENOENT further down.
+  absl::Status dirs = MakeDirs(it.data_dir);
+  dirs.Update(MakeDirs(rec.dir));
+  dirs.Update(MakeDirs(place.journal_parent));
+  if (!dirs.ok()) {
+    rec.Violate("harness", absl::StrCat("cannot make the iteration's directories: ",
+                                        dirs.ToString()));
+  } else if (absl::Status s = WriteInitialFile(it.data_dir + "/data.umap", it.tag, rec.holes);
+             !s.ok()) {
     rec.Violate("harness", s.ToString());
   } else {
     it.model = Model(it.wseed, kBlocks, std::vector<uint64_t>(kBlocks, 0), rec.holes);
