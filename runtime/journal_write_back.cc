@@ -359,6 +359,9 @@ absl::Status JournalWriteBack::AdoptSurvivors(bool for_read) {
   };
   RETURN_IF_ERROR(for_read ? journal_->Read(adopt) : journal_->Run(adopt));
   if (adopted) commit_failed_ = false;
+  // Deferred: the applier writes what was adopted. A commit wakes it anyway; a read that
+  // adopted must, or the survivors wait in the journal for the next umsync or the uunmap.
+  if (for_read && defer_file_sync_ && !unapplied_.empty()) apply_cv_.SignalAll();
   return absl::OkStatus();
 }
 
