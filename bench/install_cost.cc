@@ -14,6 +14,10 @@
 //             UFFDIO_CONTINUE (maps the page that is already there), and evicted with
 //             fallocate(PUNCH_HOLE) (frees the page, unmapping it from both views), one call
 //             per block: there is no batched hole punch.
+//   touch     copy's install, then the application's first read of each installed block
+//             (a 4 KiB memcpy out of it, in the install order) against a second read: what
+//             the first access to a page installed by UFFDIO_COPY costs beyond a cached one
+//             (printed as first_read_us and reread_us instead of the install and evict costs).
 //   rehit     continue's install of a block whose pages were dropped from the application's
 //             view only (MADV_DONTNEED on it) while the memfd keeps them: what a re-hit of an
 //             unmapped but still cached block would cost (a MINOR fault's UFFDIO_CONTINUE).
@@ -30,6 +34,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -86,7 +91,25 @@ char* Map(size_t len, int flags, int fd) {
 
 struct Costs {
   double install_s = 0, evict_s = 0;
+  double first_read_s = 0, reread_s = 0;  // `touch` only (wall time)
 };
+
+double WallSeconds() {
+  struct timespec ts = {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Reads every block of `order` out of `region` once (4 KiB memcpy); returns the wall time.
+double ReadBlocks(const std::vector<uint32_t>& order, const char* region) {
+  std::vector<char> out(kPage);
+  const double t0 = WallSeconds();
+  for (uint32_t b : order) {
+    std::memcpy(out.data(), region + size_t{b} * kPage, kPage);
+    asm volatile("" : : "r"(out.data()) : "memory");  // keep the copy
+  }
+  return WallSeconds() - t0;
+}
 
 // Drops the given blocks of `base` with process_madvise(MADV_DONTNEED), kBatch at a time.
 void DiscardBatched(int pidfd, char* base, const std::vector<uint32_t>& order) {
@@ -100,7 +123,7 @@ void DiscardBatched(int pidfd, char* base, const std::vector<uint32_t>& order) {
   }
 }
 
-Costs RunCopy(const std::vector<uint32_t>& order, const char* src, int rounds) {
+Costs RunCopy(const std::vector<uint32_t>& order, const char* src, int rounds, bool touch) {
   const size_t len = order.size() * kPage;
   const int uffd = NewUffd(0);
   char* region = Map(len, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
@@ -122,6 +145,11 @@ Costs RunCopy(const std::vector<uint32_t>& order, const char* src, int rounds) {
       if (::ioctl(uffd, UFFDIO_COPY, &copy) != 0) Die("UFFDIO_COPY");
     }
     double t1 = CpuSeconds();
+    if (touch) {
+      c.first_read_s += ReadBlocks(order, region);
+      c.reread_s += ReadBlocks(order, region);
+      t1 = CpuSeconds();
+    }
     DiscardBatched(pidfd, region, order);
     c.install_s += t1 - t0;
     c.evict_s += CpuSeconds() - t1;
@@ -186,13 +214,13 @@ Costs RunContinue(const std::vector<uint32_t>& order, const char* src, int round
 int main(int argc, char** argv) {
   uint32_t blocks = 16384;
   int rounds = 8;
-  std::string ways = "copy,continue,rehit";
+  std::string ways = "copy,continue,rehit,touch";
   CLI::App app{"umap-installcost: kernel cost of installing and evicting a 4 KiB block"};
   app.option_defaults()->always_capture_default();
   app.add_option("--blocks", blocks, "distinct blocks per round (scattered order)")
       ->check(CLI::Range(kBatch, 1 << 22));
   app.add_option("--rounds", rounds, "install + evict rounds")->check(CLI::PositiveNumber);
-  app.add_option("--ways", ways, "comma list of copy, continue, rehit");
+  app.add_option("--ways", ways, "comma list of copy, continue, rehit, touch");
   CLI11_PARSE(app, argc, argv);
   std::vector<uint32_t> order(blocks);
   std::iota(order.begin(), order.end(), 0u);
@@ -204,13 +232,18 @@ int main(int argc, char** argv) {
     const std::string way = ways.substr(pos, end - pos);
     pos = end + 1;
     Costs c;
-    if (way == "copy") {
-      c = RunCopy(order, src.data(), rounds);
+    if (way == "copy" || way == "touch") {
+      c = RunCopy(order, src.data(), rounds, way == "touch");
     } else if (way == "continue" || way == "rehit") {
       c = RunContinue(order, src.data(), rounds, way == "rehit");
     } else {
       std::fprintf(stderr, "umap-installcost: unknown way '%s'\n", way.c_str());
       return 2;
+    }
+    if (way == "touch") {
+      std::printf("%-8s first_read_us %.2f reread_us %.2f\n", way.c_str(),
+                  c.first_read_s * 1e6 / n, c.reread_s * 1e6 / n);
+      continue;
     }
     std::printf("%-8s install_us %.2f evict_us %.2f total_us %.2f\n", way.c_str(),
                 c.install_s * 1e6 / n, c.evict_s * 1e6 / n, (c.install_s + c.evict_s) * 1e6 / n);
