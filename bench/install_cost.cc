@@ -34,9 +34,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <numeric>
 #include <random>
 #include <string>
@@ -241,8 +241,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (way == "touch") {
-      std::printf("%-8s first_read_us %.2f reread_us %.2f\n", way.c_str(),
-                  c.first_read_s * 1e6 / n, c.reread_s * 1e6 / n);
+      std::printf("%-8s first_read_us %.2f reread_us %.2f\n", way.c_str(), c.first_read_s * 1e6 / n,
+                  c.reread_s * 1e6 / n);
       continue;
     }
     std::printf("%-8s install_us %.2f evict_us %.2f total_us %.2f\n", way.c_str(),

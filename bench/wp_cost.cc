@@ -55,7 +55,7 @@ constexpr uint64_t kScanWpMatching = 1 << 0;
 constexpr uint64_t kScanCheckWpAsync = 1 << 1;
 
 constexpr size_t kPage = 4096;
-constexpr size_t kMaxBatch = 64;     // Mapping::CaptureDirty's kMaxBatch
+constexpr size_t kMaxBatch = 64;      // Mapping::CaptureDirty's kMaxBatch
 constexpr size_t kMaxGapPages = 256;  // and kMaxGapPages
 
 int g_uffd = -1;  // the SIGBUS handler's

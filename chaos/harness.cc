@@ -179,8 +179,8 @@ IterationRecord Harness::RunIteration(int index) {
   dirs.Update(MakeDirs(rec.dir));
   dirs.Update(MakeDirs(place.journal_parent));
   if (!dirs.ok()) {
-    rec.Violate("harness", absl::StrCat("cannot make the iteration's directories: ",
-                                        dirs.ToString()));
+    rec.Violate("harness",
+                absl::StrCat("cannot make the iteration's directories: ", dirs.ToString()));
   } else if (absl::Status s = WriteInitialFile(it.data_dir + "/data.umap", it.tag, rec.holes);
              !s.ok()) {
     rec.Violate("harness", s.ToString());

@@ -8,10 +8,9 @@
 // went on lacking the blocks until the mapping's next umsync or its uunmap, although
 // the journal had them committed.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
