@@ -43,51 +43,18 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/kernel_probe.h"
 
 namespace {
 
 constexpr size_t kPage = 4096;
 constexpr int kBatch = 32;
 
-[[noreturn]] void Die(const char* what) {
-  std::fprintf(stderr, "umap-installcost: %s: %s\n", what, std::strerror(errno));
-  std::exit(1);
-}
-
-double CpuSeconds() {
-  struct rusage ru = {};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-int NewUffd(uint64_t features) {
-  int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-  if (fd < 0) {
-    const int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-    if (dev >= 0) fd = ::ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-    if (dev >= 0) ::close(dev);
-  }
-  if (fd < 0) Die("userfaultfd");
-  struct uffdio_api api = {};
-  api.api = UFFD_API;
-  api.features = features;
-  if (::ioctl(fd, UFFDIO_API, &api) != 0) Die("UFFDIO_API");
-  return fd;
-}
-
-void Register(int uffd, char* p, size_t len, uint64_t mode) {
-  struct uffdio_register reg = {};
-  reg.range = {reinterpret_cast<uint64_t>(p), len};
-  reg.mode = mode;
-  if (::ioctl(uffd, UFFDIO_REGISTER, &reg) != 0) Die("UFFDIO_REGISTER");
-}
-
-char* Map(size_t len, int flags, int fd) {
-  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, flags, fd, 0);
-  if (p == MAP_FAILED) Die("mmap");
-  return static_cast<char*>(p);
-}
+using umap_bench::CpuSeconds;
+using umap_bench::Die;
+using umap_bench::Map;
+using umap_bench::NewUffd;
+using umap_bench::Register;
 
 struct Costs {
   double install_s = 0, evict_s = 0;

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/kernel_probe.h"
 #include "runtime/uffd_compat.h"
 
 namespace {
@@ -60,44 +61,18 @@ constexpr size_t kMaxGapPages = 256;  // and kMaxGapPages
 
 int g_uffd = -1;  // the SIGBUS handler's
 
-[[noreturn]] void Die(const char* what) {
-  std::fprintf(stderr, "umap-wpcost: %s: %s\n", what, std::strerror(errno));
-  std::exit(1);
-}
-
-double CpuSeconds() {
-  struct rusage ru = {};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-int NewUffd(uint64_t features) {
-  int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-  if (fd < 0) {
-    const int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-    if (dev >= 0) fd = ::ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-    if (dev >= 0) ::close(dev);
-  }
-  if (fd < 0) Die("userfaultfd");
-  struct uffdio_api api = {};
-  api.api = UFFD_API;
-  api.features = features;
-  if (::ioctl(fd, UFFDIO_API, &api) != 0) Die("UFFDIO_API");
-  return fd;
-}
+using umap_bench::CpuSeconds;
+using umap_bench::Die;
+using umap_bench::Map;
+using umap_bench::NewUffd;
+using umap_bench::Register;
 
 // An anonymous region registered MISSING | WP, every page installed write-protected.
 char* WriteProtectedRegion(int uffd, size_t pages) {
   const size_t len = pages * kPage;
-  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) Die("mmap");
-  char* region = static_cast<char*>(p);
+  char* region = Map(len, MAP_PRIVATE | MAP_ANONYMOUS, -1);
   if (::madvise(region, len, MADV_NOHUGEPAGE) != 0) Die("madvise");
-  struct uffdio_register reg = {};
-  reg.range = {reinterpret_cast<uint64_t>(region), len};
-  reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP;
-  if (::ioctl(uffd, UFFDIO_REGISTER, &reg) != 0) Die("UFFDIO_REGISTER");
+  Register(uffd, region, len, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
   std::vector<char> src(kPage, 'x');
   for (size_t i = 0; i < pages; ++i) {
     struct uffdio_copy copy = {};
@@ -153,6 +128,13 @@ std::vector<size_t> DrawWritten(std::mt19937& rng, size_t pages, size_t written)
   return all;
 }
 
+// Writes one byte into each of the pages `w` of `region`; returns the CPU seconds it took.
+double WriteEach(char* region, const std::vector<size_t>& w) {
+  const double t0 = CpuSeconds();
+  for (size_t p : w) region[p * kPage] ^= 1;
+  return CpuSeconds() - t0;
+}
+
 Costs RunSync(size_t pages, size_t written, int rounds) {
   g_uffd = NewUffd(UFFD_FEATURE_SIGBUS);
   char* region = WriteProtectedRegion(g_uffd, pages);
@@ -164,8 +146,7 @@ Costs RunSync(size_t pages, size_t written, int rounds) {
   Costs c;
   for (int r = 0; r < rounds; ++r) {
     std::vector<size_t> w = DrawWritten(rng, pages, written);
-    const double t0 = CpuSeconds();
-    for (size_t p : w) region[p * kPage] ^= 1;
+    c.write_s += WriteEach(region, w);
     const double t1 = CpuSeconds();
     std::sort(w.begin(), w.end());
     for (size_t i = 0; i < w.size();) {
@@ -175,7 +156,6 @@ Costs RunSync(size_t pages, size_t written, int rounds) {
       c.captured += j - i;
       i = j;
     }
-    c.write_s += t1 - t0;
     c.capture_s += CpuSeconds() - t1;
   }
   ::signal(SIGBUS, SIG_DFL);
@@ -191,13 +171,10 @@ Costs RunAsync(int pagemap, size_t pages, size_t written, int rounds) {
   std::mt19937 rng(1);
   Costs c;
   for (int r = 0; r < rounds; ++r) {
-    std::vector<size_t> w = DrawWritten(rng, pages, written);
-    const double t0 = CpuSeconds();
-    for (size_t p : w) region[p * kPage] ^= 1;
+    c.write_s += WriteEach(region, DrawWritten(rng, pages, written));
     const double t1 = CpuSeconds();
     const long n = ScanWritten(pagemap, region, pages * kPage, /*protect=*/true, &vec);
     for (long i = 0; i < n; ++i) c.captured += (vec[i].end - vec[i].start) / kPage;
-    c.write_s += t1 - t0;
     c.capture_s += CpuSeconds() - t1;
   }
   ::munmap(region, pages * kPage);
