@@ -37,6 +37,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/kernel_probe.h"
+#include "runtime/capture_spans.h"
 #include "runtime/uffd_compat.h"
 
 namespace {
@@ -56,8 +57,8 @@ constexpr uint64_t kScanWpMatching = 1 << 0;
 constexpr uint64_t kScanCheckWpAsync = 1 << 1;
 
 constexpr size_t kPage = 4096;
-constexpr size_t kMaxBatch = 64;      // Mapping::CaptureDirty's kMaxBatch
-constexpr size_t kMaxGapPages = 256;  // and kMaxGapPages
+using umap::runtime::capture::kMaxBatch;  // Mapping::CaptureDirty's span rule
+using umap::runtime::capture::kMaxGapPages;
 
 int g_uffd = -1;  // the SIGBUS handler's
 
@@ -151,7 +152,7 @@ Costs RunSync(size_t pages, size_t written, int rounds) {
     std::sort(w.begin(), w.end());
     for (size_t i = 0; i < w.size();) {
       size_t j = i + 1;
-      while (j < w.size() && j - i < kMaxBatch && w[j] - w[j - 1] <= kMaxGapPages) ++j;
+      while (j < w.size() && j - i < size_t{kMaxBatch} && w[j] - w[j - 1] <= kMaxGapPages) ++j;
       WriteProtect(g_uffd, region + w[i] * kPage, (w[j - 1] - w[i] + 1) * kPage, true);
       c.captured += j - i;
       i = j;

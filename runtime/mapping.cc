@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
+#include "runtime/capture_spans.h"
 #include "runtime/runtime.h"
 
 namespace umap::runtime {
@@ -1111,9 +1112,9 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
   // of all CPU time walking spans in change_pte_range; ending batches at 256-page gaps left
   // 1% there and added 6% of TLB flushes (CPU per write 121 -> 97 µs, medians of 5; docs/
   // performance.md "Writes with many syncing threads").
-  constexpr int kMaxBatch = 64;
-  constexpr uint64_t kMaxSpan = 8192;
-  constexpr uint64_t kMaxGapPages = 256;
+  using capture::kMaxBatch;
+  using capture::kMaxGapPages;
+  using capture::kMaxSpan;
   const uint64_t max_gap = std::max<uint64_t>(1, kMaxGapPages * rt_->page_size() / block_size_);
   uint64_t batch_blocks[kMaxBatch], batch_entries[kMaxBatch];
   int n = 0;
