@@ -449,14 +449,16 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
     last_lsn_ = std::max(last_lsn_, txn->lsn);
     return {ApplyDirect(*std::move(txn), writes), /*kept=*/true};
   }
+  uint64_t committed_bytes = 0;
   if (txn->lsn != journal::kNoLsn) {
     // Intent mode keeps no payload in the journal; the images come back from Commit.
     uint64_t lsn = txn->lsn;
     last_lsn_ = std::max(last_lsn_, lsn);
+    committed_bytes = Bytes(*txn);
     unapplied_.emplace(lsn, *std::move(txn));
   }
   if (defer_file_sync_) {
-    apply_cv_.SignalAll();  // the applier writes it
+    WakeApplier(committed_bytes);  // the applier writes it
     return AwaitBacklog();
   }
   // Committed: whatever becomes of the apply, the journal holds these images now, and an
@@ -527,11 +529,22 @@ void JournalWriteBack::ApplierLoop() {
   }
 }
 
+void JournalWriteBack::WakeApplier(uint64_t committed_bytes) {
+  if (gathering_ && apply_error_.ok()) {
+    gathered_bytes_ += committed_bytes;
+    if (gathered_bytes_ < kGatherBytes) return;  // it takes them at its deadline
+  }
+  apply_cv_.SignalAll();
+}
+
 void JournalWriteBack::GatherCommits() {
   const absl::Time deadline = absl::Now() + kGatherDelay;
-  while (!stop_ && apply_error_.ok() && Backlog() < kGatherBytes) {
-    if (apply_cv_.WaitWithDeadline(&apply_mu_, deadline)) return;  // the delay is over
+  gathered_bytes_ = Backlog();
+  gathering_ = true;
+  while (!stop_ && apply_error_.ok() && gathered_bytes_ < kGatherBytes) {
+    if (apply_cv_.WaitWithDeadline(&apply_mu_, deadline)) break;  // the delay is over
   }
+  gathering_ = false;
 }
 
 absl::Status JournalWriteBack::ApplyBatch() {

@@ -187,7 +187,14 @@ class JournalWriteBack final : public WriteBack {
   // (ApplyBatch writes each block's newest image of the batch), as the page cache absorbed
   // the older versions of buffered writes. The file lags by that much more; commits never
   // wait for it (kGatherBytes < kMaxBacklogBytes).
+  // Commits do not wake a gathering applier (each wake is a futex call, two context
+  // switches and, on a VM, a TLB shootdown for the syncing thread's next write-protect)
+  // until what they add reaches kGatherBytes; it takes them at its deadline.
   void GatherCommits() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // After a commit of `committed_bytes` (defer_file_sync): wakes the applier unless it is
+  // gathering and the gathered bytes are short of kGatherBytes. Always while the file
+  // fails, so that the commit gets a fresh round.
+  void WakeApplier(uint64_t committed_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   static constexpr absl::Duration kGatherDelay = absl::Milliseconds(5);
   static constexpr uint64_t kGatherBytes = 512 << 10;
   static constexpr absl::Duration kIdleSyncDelay = absl::Milliseconds(50);
@@ -256,6 +263,10 @@ class JournalWriteBack final : public WriteBack {
   // The applier's last failure (OK after a good round): commits over the backlog return it.
   absl::Status apply_error_ ABSL_GUARDED_BY(apply_mu_);
   uint64_t apply_rounds_ ABSL_GUARDED_BY(apply_mu_) = 0;  // rounds ended, good or not
+  // GatherCommits: the backlog when it began plus what commits added since (WakeApplier),
+  // so that neither side recounts the backlog per commit.
+  bool gathering_ ABSL_GUARDED_BY(apply_mu_) = false;
+  uint64_t gathered_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
   absl::CondVar apply_cv_;  // applier: work or stop; committers and Drain: progress
   std::thread applier_ ABSL_GUARDED_BY(apply_mu_);
   absl::AnyInvocable<absl::Status()> apply_guard_;
