@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -38,7 +39,32 @@ DirectWriter::DirectWriter(File* file) : file_(file) {
   use_direct_.store(true, std::memory_order_relaxed);
 }
 
-DirectWriter::~DirectWriter() = default;
+DirectWriter::~DirectWriter() {
+  if (kept_.mem != nullptr) ::munmap(kept_.mem, kept_.cap);
+}
+
+absl::StatusOr<DirectWriter::Bounce> DirectWriter::TakeBounce(size_t cap) {
+  {
+    absl::MutexLock l(&bounce_mu_);
+    if (kept_.mem != nullptr && kept_.cap >= cap) return std::exchange(kept_, Bounce{});
+  }
+  // From mmap, not malloc: a freed buffer this size would stay in the malloc arena of
+  // whichever thread wrote, one per syncing thread.
+  void* mem = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    return PosixError(errno, absl::StrCat("mmap of a ", cap, "-byte bounce buffer for O_DIRECT "
+                                          "writes to ", file_->name()));
+  }
+  return Bounce{mem, cap};
+}
+
+void DirectWriter::ReturnBounce(Bounce b) {
+  if (b.cap <= kKeptBounceBytes) {
+    absl::MutexLock l(&bounce_mu_);
+    if (kept_.cap < b.cap) std::swap(kept_, b);  // keep the larger one
+  }
+  if (b.mem != nullptr) ::munmap(b.mem, b.cap);
+}
 
 absl::Status DirectWriter::Write(absl::Span<const WritePiece> pieces, WriteFn write) {
   if (pieces.empty()) return absl::OkStatus();
@@ -70,15 +96,9 @@ absl::Status DirectWriter::WriteDirect(absl::Span<const WritePiece> pieces, Writ
   size_t largest = 0;
   for (const WritePiece& p : pieces) largest = std::max(largest, AlignedMemory(p) ? 0 : p.len);
   const size_t cap = RoundUp(std::max(largest, std::min(unaligned, kBounceBytes)));
-  // Mapped for this call and unmapped after it: from malloc, a freed buffer this size would
-  // stay in the malloc arena of whichever thread wrote, one per syncing thread.
-  void* mem = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    return PosixError(errno, absl::StrCat("mmap of a ", cap, "-byte bounce buffer for O_DIRECT "
-                                          "writes to ", file_->name()));
-  }
-  absl::Cleanup unmap = [mem, cap] { ::munmap(mem, cap); };
-  char* const bounce = static_cast<char*>(mem);
+  ASSIGN_OR_RETURN(Bounce b, TakeBounce(cap));
+  absl::Cleanup give_back = [this, b] { ReturnBounce(b); };
+  char* const bounce = static_cast<char*>(b.mem);
   std::vector<WritePiece> round;
   round.reserve(pieces.size());
   size_t used = 0;

@@ -25,6 +25,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "base/write_engine.h"
 #include "umap/env.h"
@@ -72,10 +74,23 @@ class DirectWriter {
 
  private:
   absl::Status WriteDirect(absl::Span<const WritePiece> pieces, WriteFn write);
+  // A bounce buffer: mapped for a call, or the one kept from an earlier call.
+  struct Bounce {
+    void* mem = nullptr;
+    size_t cap = 0;
+  };
+  absl::StatusOr<Bounce> TakeBounce(size_t cap);
+  void ReturnBounce(Bounce b);
+  // The largest bounce buffer kept between calls. A mapping's writer (a deferred apply
+  // round, a umsync) takes one per call: mapping and unmapping it each time cost a TLB
+  // shootdown of every CPU running the process's other threads (the syncing threads).
+  static constexpr size_t kKeptBounceBytes = size_t{1} << 20;
 
   File* const file_;
   std::unique_ptr<File> direct_;
   std::atomic<bool> use_direct_{false};
+  absl::Mutex bounce_mu_;
+  Bounce kept_ ABSL_GUARDED_BY(bounce_mu_);  // at most kKeptBounceBytes; none at first
 };
 
 }  // namespace umap

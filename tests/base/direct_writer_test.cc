@@ -160,6 +160,36 @@ TEST_F(DirectWriterTest, UnalignedMemoryIsBouncedIntoAlignedBuffersInOrder) {
   }
 }
 
+TEST_F(DirectWriterTest, ASecondCallReusesTheBounceBufferAndWritesItsOwnBytes) {
+  ASSERT_TRUE(LocalFileSystem()) << kNeedsLocal;
+  DirectWriter w(file_.get());
+  ASSERT_TRUE(w.direct()) << kNeedsLocal;
+  // Two calls of 8 unaligned pages each, different bytes: the second is bounced through the
+  // buffer the first one used (kept between calls), and its own bytes reach the file.
+  std::string src(16 * kPage + 1, '\0');
+  for (size_t i = 0; i < 16; ++i) std::memset(src.data() + 1 + i * kPage, 'a' + int(i), kPage);
+  std::vector<WritePiece> first, second;
+  for (size_t i = 0; i < 8; ++i) {
+    first.push_back({i * kPage, src.data() + 1 + i * kPage, kPage});
+    second.push_back({(32 + i) * kPage, src.data() + 1 + (8 + i) * kPage, kPage});
+  }
+  ASSERT_OK(w.Write(first, std::ref(rec_)));
+  ASSERT_EQ(rec_.calls.size(), 1u);
+  const char* bounce = rec_.calls[0].pieces[0].data;
+  // Had the buffer been unmapped, this would most likely take its address, and a new
+  // buffer for the second call would lie elsewhere.
+  void* squat = ::mmap(nullptr, 8 * kPage, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(squat, MAP_FAILED);
+  ASSERT_OK(w.Write(second, std::ref(rec_)));
+  ::munmap(squat, 8 * kPage);
+  ASSERT_EQ(rec_.calls.size(), 2u);
+  EXPECT_EQ(rec_.calls[1].pieces[0].data, bounce) << "the kept buffer, not a new mapping";
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(ReadFile(i * kPage, kPage), std::string(kPage, char('a' + int(i))));
+    EXPECT_EQ(ReadFile((32 + i) * kPage, kPage), std::string(kPage, char('a' + int(8 + i))));
+  }
+}
+
 TEST_F(DirectWriterTest, ARefusedDirectWriteGoesThroughThePageCacheFromThenOn) {
   ASSERT_TRUE(LocalFileSystem()) << kNeedsLocal;
   DirectWriter w(file_.get());
