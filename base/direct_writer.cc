@@ -52,8 +52,10 @@ absl::StatusOr<DirectWriter::Bounce> DirectWriter::TakeBounce(size_t cap) {
   // whichever thread wrote, one per syncing thread.
   void* mem = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
-    return PosixError(errno, absl::StrCat("mmap of a ", cap, "-byte bounce buffer for O_DIRECT "
-                                          "writes to ", file_->name()));
+    return PosixError(errno, absl::StrCat("mmap of a ", cap,
+                                          "-byte bounce buffer for O_DIRECT "
+                                          "writes to ",
+                                          file_->name()));
   }
   return Bounce{mem, cap};
 }
