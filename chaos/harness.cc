@@ -251,6 +251,9 @@ bool Harness::RunEpoch(Iteration& it, bool last) {
   }
   e.fired = it.fault->Inject(e, *worker);
   const Exit exit = ReapWorker(it, e, *worker);
+  // Still alive after SIGKILL (a violation said so): its file and journal are not settled,
+  // so nothing after this can be judged.
+  if (exit.unkillable) return false;
   it.fault->Judge(e, *worker, exit);
   JudgeWorkerRun(it, e, *worker, exit);
   e.worker_judged = Clock::now();
@@ -306,14 +309,41 @@ std::unique_ptr<Worker> Harness::StartWorker(Iteration& it, Epoch& e) {
   return *std::move(w);
 }
 
+Exit Harness::ReleaseStuckWorker(Iteration& it, Worker& worker, const Exit& stuck) {
+  if (!run_.gluster()) {
+    it.rec.Violate("liveness", absl::StrCat("the worker outlived SIGKILL by ", kKillGraceMs / 1000,
+                                            " s: ", stuck.stuck));
+    return stuck;
+  }
+  // A GlusterFS limit, not a Umap result (as a client that hangs while the brick fills,
+  // enospc.cc): a thread of the worker waits for a FUSE request that the client took and
+  // never answered (seen: a write held by write-behind, whose window was full of writes
+  // that had failed with ENOSPC and waited to be retried). Only the client's end frees it:
+  // the remount kills the client, the kernel fails the request, the worker dies.
+  run_.tally().DrawArmed("GlusterFS client hung: the SIGKILLed worker stuck in it");
+  it.rec.Describe("; the worker outlived SIGKILL (", stuck.stuck,
+                  "): the GlusterFS client never answered it; FUSE remounted");
+  if (absl::Status s = run_.Testbed("remount", {}, 120000); !s.ok()) {
+    it.rec.Violate("harness", s.ToString());
+  }
+  Exit exit = worker.Reap(10000);
+  if (exit.unkillable) {
+    it.rec.Violate("harness", absl::StrCat("the worker outlived SIGKILL and the remount of its "
+                                           "GlusterFS client: ", exit.stuck));
+  }
+  return exit;
+}
+
 Exit Harness::ReapWorker(Iteration& it, Epoch& e, Worker& worker) {
   // Everything else ends by itself: a crash point, an injected death, or the last round.
   // Under storage that keeps failing the runtime may wait up to a minute for a cache block
   // before its SIGBUS; the harness does not wait that long (no liveness promise holds while
   // the storage keeps failing).
   const bool keeps_failing = it.fault->storage_keeps_failing();
-  const Exit exit = worker.Reap(keeps_failing ? 15000 : 90000);
-  if (exit.timed_out && !keeps_failing) {
+  Exit exit = worker.Reap(keeps_failing ? 15000 : 90000);
+  if (exit.unkillable) {
+    exit = ReleaseStuckWorker(it, worker, exit);
+  } else if (exit.timed_out && !keeps_failing) {
     it.rec.Violate("liveness", "the worker did not finish within 90 s (killed)");
   } else if (exit.timed_out) {
     it.rec.Describe("; still stuck on failing write-backs after 15 s, killed");

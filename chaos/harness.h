@@ -45,6 +45,9 @@ class Harness {
   bool RunEpoch(Iteration& it, bool last);
   std::unique_ptr<Worker> StartWorker(Iteration& it, Epoch& e);
   Exit ReapWorker(Iteration& it, Epoch& e, Worker& worker);
+  // A worker that SIGKILL did not end (Exit::unkillable): on GlusterFS the client is
+  // remounted, which frees it, and it is reaped again; otherwise a liveness violation.
+  Exit ReleaseStuckWorker(Iteration& it, Worker& worker, const Exit& stuck);
   // The worker's run as a whole: memory bound, crashes, exit code, the tally.
   void JudgeWorkerRun(Iteration& it, Epoch& e, Worker& worker, const Exit& exit);
   // The earlier epoch's crash as this worker's map-time replay repaired it (its "V" line).

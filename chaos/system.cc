@@ -16,9 +16,12 @@
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "base/posix_error.h"
 
 extern char** environ;
@@ -33,6 +36,7 @@ extern char** environ;
 namespace chaos {
 
 std::string Exit::ToString() const {
+  if (unkillable) return absl::StrCat("timed out, and still alive after SIGKILL: ", stuck);
   if (timed_out) return "timed out (killed)";
   if (exited) return absl::StrCat("exit ", code);
   return absl::StrCat("signal ", signal, " (", strsignal(signal), ")");
@@ -72,7 +76,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& o) {
   return pid;
 }
 
-Exit Wait(pid_t pid, int timeout_ms) {
+Exit Wait(pid_t pid, int timeout_ms, int kill_grace_ms) {
   Exit e;
   int status = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -86,9 +90,19 @@ Exit Wait(pid_t pid, int timeout_ms) {
     }
     if (timeout_ms >= 0 && std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
       e.timed_out = true;
       e.signal = SIGKILL;
+      // Never a blocking waitpid here: a child stuck in the kernel would hold the caller
+      // (a lane of the chaos run) until its own deadline killed it, report and all.
+      const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_grace_ms);
+      while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > grace) {
+          e.unkillable = true;
+          e.stuck = StuckThreads(pid);
+          return e;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
       return e;
     }
     if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -100,6 +114,46 @@ Exit Wait(pid_t pid, int timeout_ms) {
     e.signal = WTERMSIG(status);
   }
   return e;
+}
+
+std::string StuckThreads(pid_t pid) {
+  std::vector<std::string> threads;
+  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(task_dir, ec)) {
+    const std::string dir = entry.path().string();
+    const std::string tid = entry.path().filename().string();
+    auto read = [&](const char* name) {
+      std::string text;
+      const int fd = ::open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return text;
+      char buf[2048];
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) text.assign(buf, static_cast<size_t>(n));
+      ::close(fd);
+      return text;
+    };
+    std::string comm = read("comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    // stat: "tid (comm) S ...": the state follows the last ')'.
+    const std::string stat = read("stat");
+    const size_t paren = stat.rfind(')');
+    const char state = paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+    if (state == 'Z' || state == 'X') continue;  // dead: only its reaping is left
+    std::string where = absl::StrCat(comm, " (", tid, ") state ", std::string(1, state), " in ",
+                                     read("wchan"));
+    // The top frames of the kernel stack, "[<0>] name+0x1d8/0x280" lines.
+    std::vector<std::string> frames;
+    for (absl::string_view line : absl::StrSplit(read("stack"), '\n', absl::SkipEmpty())) {
+      const size_t sp = line.find("] ");
+      absl::string_view f = sp == absl::string_view::npos ? line : line.substr(sp + 2);
+      frames.emplace_back(f.substr(0, f.find('+')));
+      if (frames.size() == 4) break;
+    }
+    if (!frames.empty()) absl::StrAppend(&where, ": ", absl::StrJoin(frames, " < "));
+    threads.push_back(std::move(where));
+  }
+  return absl::StrJoin(threads, "; ");
 }
 
 absl::Status FreezeProcess(pid_t pid, int timeout_ms) {

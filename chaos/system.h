@@ -31,10 +31,22 @@ struct Exit {
   int code = 0;
   int signal = 0;       // killed by this signal
   bool timed_out = false;  // still running after the bound (then killed with SIGKILL)
+  // Still not reaped kKillGraceMs after that SIGKILL: a thread of it sleeps in the kernel
+  // uninterruptibly, waiting for something only the storage can finish (a FUSE request
+  // its server read and never answered: the kernel cannot take it back). `stuck` names
+  // each thread's wait (StuckThreads). Wait for it again once the storage is dealt with.
+  bool unkillable = false;
+  std::string stuck;
   std::string ToString() const;
 };
-// Waits up to timeout_ms (negative: forever); on timeout SIGKILLs it and reaps it.
-Exit Wait(pid_t pid, int timeout_ms);
+// How long a SIGKILLed child may take to die before Wait gives up on it (unkillable).
+inline constexpr int kKillGraceMs = 20000;
+// Waits up to timeout_ms (negative: forever); on timeout SIGKILLs it and reaps it, waiting at
+// most kill_grace_ms for it to die.
+Exit Wait(pid_t pid, int timeout_ms, int kill_grace_ms = kKillGraceMs);
+// The threads of `pid` that are not dead, each as "name (tid) state D in wchan: top of the
+// kernel stack" (the stack needs root), joined by "; ". Empty when none is left.
+std::string StuckThreads(pid_t pid);
 // Freezes a child with SIGSTOP and returns once every one of its threads has stopped (or it
 // has exited), bound timeout_ms. kill(SIGSTOP) alone returns before the threads stop: one
 // thread takes the signal and only then asks the others to stop, so a thread can return from

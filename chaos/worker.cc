@@ -101,7 +101,7 @@ Exit Worker::Reap(int timeout_ms) {
   if (reaped_) return exit_;
   PumpUntil([] { return false; }, timeout_ms);
   exit_ = Wait(pid_, eof_ ? 10000 : 0);
-  reaped_ = true;
+  reaped_ = !exit_.unkillable;
   return exit_;
 }
 

@@ -51,6 +51,8 @@ class Worker {
   // SIGKILL, remembered as the driver's (killed_by_us).
   void Kill();
   // Drains the pipe to EOF, then reaps (bound timeout_ms; a hung worker is SIGKILLed).
+  // An unkillable one (Exit::unkillable: stuck in the kernel on its storage) is not reaped:
+  // call Reap again once the storage let it go.
   Exit Reap(int timeout_ms);
 
   EpochEvents& events() { return events_; }
