@@ -329,7 +329,8 @@ Exit Harness::ReleaseStuckWorker(Iteration& it, Worker& worker, const Exit& stuc
   Exit exit = worker.Reap(10000);
   if (exit.unkillable) {
     it.rec.Violate("harness", absl::StrCat("the worker outlived SIGKILL and the remount of its "
-                                           "GlusterFS client: ", exit.stuck));
+                                           "GlusterFS client: ",
+                                           exit.stuck));
   }
   return exit;
 }

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -94,7 +94,8 @@ Exit Wait(pid_t pid, int timeout_ms, int kill_grace_ms) {
       e.signal = SIGKILL;
       // Never a blocking waitpid here: a child stuck in the kernel would hold the caller
       // (a lane of the chaos run) until its own deadline killed it, report and all.
-      const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_grace_ms);
+      const auto grace =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_grace_ms);
       while (::waitpid(pid, &status, WNOHANG) == 0) {
         if (std::chrono::steady_clock::now() > grace) {
           e.unkillable = true;
@@ -138,10 +139,11 @@ std::string StuckThreads(pid_t pid) {
     // stat: "tid (comm) S ...": the state follows the last ')'.
     const std::string stat = read("stat");
     const size_t paren = stat.rfind(')');
-    const char state = paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+    const char state =
+        paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
     if (state == 'Z' || state == 'X') continue;  // dead: only its reaping is left
-    std::string where = absl::StrCat(comm, " (", tid, ") state ", std::string(1, state), " in ",
-                                     read("wchan"));
+    std::string where =
+        absl::StrCat(comm, " (", tid, ") state ", std::string(1, state), " in ", read("wchan"));
     // The top frames of the kernel stack, "[<0>] name+0x1d8/0x280" lines.
     std::vector<std::string> frames;
     for (absl::string_view line : absl::StrSplit(read("stack"), '\n', absl::SkipEmpty())) {

@@ -3,12 +3,11 @@
 // kernel cannot take such a request back); a nightly chaos run met it when the GlusterFS
 // client held a worker's write, and the lane's blocking waitpid hung until the lane's own
 // deadline killed it, report and all. Here umap-faultfuse holds the read instead.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
