@@ -35,6 +35,11 @@ FsKind FsKindOfFd(int fd) {
   return FsKindOfType(static_cast<int64_t>(st.f_type));
 }
 
+bool IsFuseFd(int fd) {
+  struct statfs st;
+  return fd >= 0 && ::fstatfs(fd, &st) == 0 && static_cast<uint32_t>(st.f_type) == FUSE_SUPER_MAGIC;
+}
+
 FsKind FsKindOfPath(const std::string& path) {
   struct statfs st;
   if (::statfs(path.c_str(), &st) != 0) return FsKind::kOther;

@@ -22,6 +22,9 @@ FsKind FsKindOfType(int64_t f_type);
 FsKind FsKindOfFd(int fd);
 // The kind of the file system holding `path` (kOther if statfs fails).
 FsKind FsKindOfPath(const std::string& path);
+// True when `fd` is on a FUSE file system (GlusterFS's client among them); false if fstatfs
+// fails.
+bool IsFuseFd(int fd);
 
 }  // namespace umap
 

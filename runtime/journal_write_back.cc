@@ -7,14 +7,13 @@
 #include <utility>
 
 #include <pthread.h>
-#include <linux/magic.h>
-#include <sys/statfs.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/crash_point.h"
 #include "base/log.h"
 #include "base/mutation.h"
 #include "base/posix_error.h"
+#include "base/fs_kind.h"
 #include "base/status_macros.h"
 
 namespace umap::runtime {
@@ -120,19 +119,6 @@ absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
                            defer_file_sync && contents == journal::Contents::kData));
 }
 
-namespace {
-// A FUSE file (GlusterFS's client, for one): io_uring cannot write it without blocking, so
-// each write goes to an io-wq worker, and FUSE runs a file's buffered writes one at a time
-// anyway. Measured on GlusterFS (docs/performance.md): plain pwrite(2) costs a third of the
-// CPU per 4 KiB write (35 against 95 us of system time, 2 against 4.6 context switches) at
-// the same rate.
-bool OnFuse(File& file) {
-  struct statfs st;
-  return file.fd() >= 0 && ::fstatfs(file.fd(), &st) == 0 &&
-         static_cast<uint32_t>(st.f_type) == FUSE_SUPER_MAGIC;
-}
-}  // namespace
-
 JournalWriteBack::JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
                                    journal::Policy policy, uint64_t mapping_id,
                                    bool defer_file_sync)
@@ -142,7 +128,12 @@ JournalWriteBack::JournalWriteBack(JournalHandle* journal, File* file, uint32_t 
       policy_(policy),
       mapping_id_(mapping_id),
       defer_file_sync_(defer_file_sync),
-      applier_writes_one_at_a_time_(defer_file_sync && OnFuse(*file)) {}
+      // A FUSE file (GlusterFS's client, for one): io_uring cannot write it without
+      // blocking, so each write goes to an io-wq worker, and FUSE runs a file's buffered
+      // writes one at a time anyway. Measured on GlusterFS (docs/performance.md): plain
+      // pwrite(2) costs a third of the CPU per 4 KiB write (35 against 95 us of system
+      // time, 2 against 4.6 context switches) at the same rate.
+      applier_writes_one_at_a_time_(defer_file_sync && IsFuseFd(file->fd())) {}
 
 void JournalWriteBack::StartApplier() {
   if (defer_file_sync_ && !applier_.joinable()) {
@@ -571,6 +562,7 @@ absl::Status JournalWriteBack::ApplyBatch() {
     // Written or not, all of it is applied again, in order, by the next round.
     unapplied_.merge(applying_);
     applying_.clear();
+    RequeueUnsynced();
     applier_busy_ = false;
     return s;
   }
@@ -584,8 +576,25 @@ absl::Status JournalWriteBack::ApplyBatch() {
   return s;
 }
 
+void JournalWriteBack::RequeueUnsynced() {
+  unapplied_.merge(applied_unsynced_);
+  applied_unsynced_.clear();
+  applied_unsynced_bytes_ = 0;
+}
+
 absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
   if (!unapplied_.empty()) RETURN_IF_ERROR(CheckOwnerBeforeApply());
+  absl::Status s = WritePending();
+  if (!s.ok()) {
+    RequeueUnsynced();
+    return s;
+  }
+  if (!sync_file && applied_unsynced_bytes_ < kMaxAppliedUnsyncedBytes) return absl::OkStatus();
+  if (applied_unsynced_.empty()) return SyncFile(file_);
+  return SyncFileAndMark(/*release_lock=*/false);
+}
+
+absl::Status JournalWriteBack::WritePending() {
   ASSIGN_OR_RETURN(bool newest, WriteNewestImages(unapplied_, /*one_at_a_time=*/false));
   if (newest) {
     // All of them were written (each block once, in its newest version), or none is.
@@ -602,9 +611,7 @@ absl::Status JournalWriteBack::ApplyPending(bool sync_file) {
     applied_unsynced_bytes_ += Bytes(it->second);
     applied_unsynced_.insert(unapplied_.extract(it++));
   }
-  if (!sync_file && applied_unsynced_bytes_ < kMaxAppliedUnsyncedBytes) return absl::OkStatus();
-  if (applied_unsynced_.empty()) return file_->Sync();
-  return SyncFileAndMark(/*release_lock=*/false);
+  return absl::OkStatus();
 }
 
 absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
@@ -640,7 +647,7 @@ absl::Status JournalWriteBack::ApplyDirect(journal::Transaction txn,
   if (s.ok()) {
     s = WriteImages(file_, block_size_, images, MidWriteCrashPoint);
   }
-  if (s.ok()) s = file_->Sync();
+  if (s.ok()) s = SyncFile(file_);
   if (!s.ok()) {
     keep();  // applied again, in order, by the next round
     return s;
@@ -660,7 +667,7 @@ absl::Status JournalWriteBack::SyncFileAndMark(bool release_lock) {
     applier_busy_ = true;
     apply_mu_.Unlock();
   }
-  absl::Status s = file_->Sync();
+  absl::Status s = SyncFile(file_);
   if (s.ok()) UMAP_CRASH_POINT("apply.after_sync");
   if (release_lock) {
     apply_mu_.Lock();

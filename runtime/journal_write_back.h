@@ -224,6 +224,14 @@ class JournalWriteBack final : public WriteBack {
   // Applies every committed transaction not yet applied, in LSN order. With sync_file, also
   // fdatasyncs and marks them (and earlier applied-unsynced ones) applied.
   absl::Status ApplyPending(bool sync_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // ApplyPending's writes: every unapplied transaction into applied_unsynced_, in LSN order.
+  absl::Status WritePending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // After a failed write: what was written since the last good fdatasync is applied again
+  // too (back into unapplied_). A write can fail by the fdatasync WriteImages sends to
+  // bound a write-behind client (BoundUnsyncedWrites), and such a client reports earlier
+  // writes' failures late: either way those pages may be gone, and a later fdatasync that
+  // succeeds would not bring them back.
+  void RequeueUnsynced() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // OK while this process still owns the journal (journal::Journal::CheckOwner).
   absl::Status CheckOwnerBeforeApply();
   // After a failed Commit of this mapping: takes this mapping's pending transactions newer
@@ -243,7 +251,7 @@ class JournalWriteBack final : public WriteBack {
   // durable meanwhile).
   const bool defer_file_sync_;
   // The applier writes with plain pwrite(2), one merged run after the other (a FUSE file:
-  // OnFuse in the .cc), instead of through the I/O manager's io_uring writer.
+  // base/fs_kind.h IsFuseFd), instead of through the I/O manager's io_uring writer.
   const bool applier_writes_one_at_a_time_;
 
   // Serialises commit+apply of this mapping, so each block's versions reach the file in LSN

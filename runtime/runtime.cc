@@ -708,6 +708,11 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
     // O_DIRECT would turn each into a synchronous round trip.)
     if (options_.io_direct && FsKindOfFd(file->fd()) == FsKind::kLocal) {
       write_back->UseDirectWrites(file.get());
+    } else if (IsFuseFd(fd)) {
+      // GlusterFS's client acknowledges writes early (write-behind) and can hold them for
+      // good once they failed (a full brick): never more than its window unsynced. (The
+      // caller's descriptor: `file` may be a wrapper without one.)
+      write_back->BoundUnsyncedWrites(WriteBack::kFuseWriteBehindBytes);
     }
     if (coh->checks_writes()) {
       JournalHandle* journal;

@@ -17,6 +17,49 @@ absl::Status WriteBack::WriteImages(File* file, uint64_t block_size,
   for (const BlockImage& im : images) {
     pieces.push_back({im.block * block_size, im.data.data(), im.data.size()});
   }
+  if (unsynced_bound_ == 0) return WritePieces(file, pieces, before_each, one_at_a_time);
+  if (file_failed_.load(std::memory_order_relaxed)) {
+    // The client may still hold writes of ours that failed, and only an fdatasync makes it
+    // retry them: retry them first, and write more only once the file takes them again.
+    // (Writing on instead would fill its window behind them, and then a write waits for
+    // good: it can no longer be followed by the fdatasync that would drain the window.)
+    RETURN_IF_ERROR(SyncFile(file));
+  }
+  // In groups that keep the unsynced bytes within the bound, an fdatasync between them.
+  size_t first = 0;
+  uint64_t group = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const uint64_t before = unsynced_bytes_.load(std::memory_order_relaxed) + group;
+    if (before > 0 && before + pieces[i].len > unsynced_bound_) {
+      RETURN_IF_ERROR(NoteWrite(WritePieces(
+          file, absl::MakeConstSpan(pieces).subspan(first, i - first), before_each,
+          one_at_a_time)));
+      RETURN_IF_ERROR(SyncFile(file));
+      first = i;
+      group = 0;
+    }
+    group += pieces[i].len;
+  }
+  unsynced_bytes_.fetch_add(group, std::memory_order_relaxed);
+  return NoteWrite(
+      WritePieces(file, absl::MakeConstSpan(pieces).subspan(first), before_each, one_at_a_time));
+}
+
+absl::Status WriteBack::NoteWrite(absl::Status s) {
+  if (!s.ok()) file_failed_.store(true, std::memory_order_relaxed);
+  return s;
+}
+
+absl::Status WriteBack::SyncFile(File* file) {
+  unsynced_bytes_.store(0, std::memory_order_relaxed);
+  absl::Status s = file->Sync();
+  file_failed_.store(!s.ok(), std::memory_order_relaxed);
+  return s;
+}
+
+absl::Status WriteBack::WritePieces(File* file, absl::Span<const WritePiece> pieces,
+                                    absl::FunctionRef<void()> before_each, bool one_at_a_time) {
+  if (pieces.empty()) return absl::OkStatus();
   if (io_ != nullptr && !one_at_a_time) {
     auto write = [&](File* f, absl::Span<const WritePiece> p) {
       return io_->Write(f, p, before_each);
@@ -55,7 +98,7 @@ WriteBackResult DirectWriteBack::Evicted(absl::Span<const BlockImage> images) {
 
 WriteBackResult DirectWriteBack::Sync(absl::Span<const BlockImage> images, uint64_t, uint64_t) {
   absl::Status s = WriteImages(file_, block_size_, images, [] {});
-  if (s.ok()) s = file_->Sync();
+  if (s.ok()) s = SyncFile(file_);
   return {std::move(s)};
 }
 

@@ -8,6 +8,7 @@
 #ifndef UMAP_RUNTIME_WRITE_BACK_H_
 #define UMAP_RUNTIME_WRITE_BACK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -94,6 +95,18 @@ class WriteBack {
   // process's memory cgroup, and no exclusive inode lock stalling the mapping's own O_DIRECT
   // reads. Only for writes issued through the I/O manager. Set once, before the first write.
   virtual void UseDirectWrites(File* file) { direct_ = std::make_unique<DirectWriter>(file); }
+  // The file's client acknowledges writes before they reach storage and holds at most
+  // `bytes` of them per file (GlusterFS's write-behind window, kFuseWriteBehindBytes): from
+  // then on this sink never has more than that written and not fdatasync'ed (WriteImages
+  // fdatasyncs between writes when the next one would pass it), and after a failed write
+  // or fdatasync it writes again only once an fdatasync succeeded. Such a client keeps
+  // acknowledged writes that failed (a full brick) in its window, retries them only when
+  // an fdatasync comes, and holds every later write behind them: a write that finds the
+  // window full waits for good, since the fdatasync that would drain it can only follow
+  // that write. Set once, before the first write; 0: no bound.
+  void BoundUnsyncedWrites(uint64_t bytes) { unsynced_bound_ = bytes; }
+  // The smallest write-behind window GlusterFS's client accepts (its default is 1 MiB).
+  static constexpr uint64_t kFuseWriteBehindBytes = 512 << 10;
 
  protected:
   // Writes `images` (ascending blocks, each at most once) to `file`: adjacent blocks merge
@@ -102,10 +115,21 @@ class WriteBack {
   // I/O manager (no deadline: a hung write holds the caller until it returns).
   absl::Status WriteImages(File* file, uint64_t block_size, absl::Span<const BlockImage> images,
                            absl::FunctionRef<void()> before_each, bool one_at_a_time = false);
+  // fdatasync of the file the sink writes: every call of File::Sync goes through it, so
+  // that the unsynced bytes BoundUnsyncedWrites bounds start again from zero.
+  absl::Status SyncFile(File* file);
 
  private:
+  // Returns s, remembering a failure (file_failed_).
+  absl::Status NoteWrite(absl::Status s);
+  // WriteImages' writes, without the bound.
+  absl::Status WritePieces(File* file, absl::Span<const WritePiece> pieces,
+                           absl::FunctionRef<void()> before_each, bool one_at_a_time);
   io::IoManager* io_ = nullptr;
   std::unique_ptr<DirectWriter> direct_;
+  uint64_t unsynced_bound_ = 0;
+  std::atomic<uint64_t> unsynced_bytes_{0};  // written since the last SyncFile (bounded only)
+  std::atomic<bool> file_failed_{false};     // a write or SyncFile failed, no SyncFile since
 };
 
 // Writes images straight to the file, merging runs of adjacent blocks into one write.
