@@ -124,15 +124,9 @@ std::string StuckThreads(pid_t pid) {
   for (const auto& entry : std::filesystem::directory_iterator(task_dir, ec)) {
     const std::string dir = entry.path().string();
     const std::string tid = entry.path().filename().string();
+    // A file of the thread's /proc directory; empty when unreadable (the stack needs root).
     auto read = [&](const char* name) {
-      std::string text;
-      const int fd = ::open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return text;
-      char buf[2048];
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n > 0) text.assign(buf, static_cast<size_t>(n));
-      ::close(fd);
-      return text;
+      return ReadWholeFile(dir + "/" + name).value_or(std::string());
     };
     std::string comm = read("comm");
     if (!comm.empty() && comm.back() == '\n') comm.pop_back();

@@ -13,7 +13,6 @@
 #include "base/log.h"
 #include "base/mutation.h"
 #include "base/posix_error.h"
-#include "base/fs_kind.h"
 #include "base/status_macros.h"
 
 namespace umap::runtime {
@@ -127,13 +126,7 @@ JournalWriteBack::JournalWriteBack(JournalHandle* journal, File* file, uint32_t 
       block_size_(block_size),
       policy_(policy),
       mapping_id_(mapping_id),
-      defer_file_sync_(defer_file_sync),
-      // A FUSE file (GlusterFS's client, for one): io_uring cannot write it without
-      // blocking, so each write goes to an io-wq worker, and FUSE runs a file's buffered
-      // writes one at a time anyway. Measured on GlusterFS (docs/performance.md): plain
-      // pwrite(2) costs a third of the CPU per 4 KiB write (35 against 95 us of system
-      // time, 2 against 4.6 context switches) at the same rate.
-      applier_writes_one_at_a_time_(defer_file_sync && IsFuseFd(file->fd())) {}
+      defer_file_sync_(defer_file_sync) {}
 
 void JournalWriteBack::StartApplier() {
   if (defer_file_sync_ && !applier_.joinable()) {
@@ -548,12 +541,12 @@ absl::Status JournalWriteBack::ApplyBatch() {
   // Commits (newer LSNs, into unapplied_) and ReadEvicted go on meanwhile; only this thread
   // touches applying_'s contents while applier_busy_, and nobody else writes the file.
   apply_mu_.Unlock();
-  absl::StatusOr<bool> newest = WriteNewestImages(applying_, applier_writes_one_at_a_time_);
+  absl::StatusOr<bool> newest = WriteNewestImages(applying_, ApplierWritesOneAtATime());
   s = newest.status();
   if (s.ok() && !*newest) {
     for (const auto& [lsn, t] : applying_) {
       // In LSN order, one transaction after the other, as ApplyPending.
-      s = WriteTransaction(t, applier_writes_one_at_a_time_);
+      s = WriteTransaction(t, ApplierWritesOneAtATime());
       if (!s.ok()) break;
     }
   }

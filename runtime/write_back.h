@@ -105,6 +105,7 @@ class WriteBack {
   // window full waits for good, since the fdatasync that would drain it can only follow
   // that write. Set once, before the first write; 0: no bound.
   void BoundUnsyncedWrites(uint64_t bytes) { unsynced_bound_ = bytes; }
+  bool bounds_unsynced_writes() const { return unsynced_bound_ != 0; }
   // The smallest write-behind window GlusterFS's client accepts (its default is 1 MiB).
   static constexpr uint64_t kFuseWriteBehindBytes = 512 << 10;
 
