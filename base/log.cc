@@ -1,7 +1,9 @@
 #include "base/log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +31,24 @@ const char* Name(Level l) {
   return "?";
 }
 
+// UMAP_LOG_FILE: lines are appended there (O_APPEND: one write() per line, so the lines of
+// several processes sharing the file do not interleave), for programs whose stderr is
+// captured or closed (daemons, test runners). Stderr when unset or when it cannot be opened.
+int OutputFd() {
+  const char* path = std::getenv("UMAP_LOG_FILE");
+  if (path == nullptr || *path == '\0') return STDERR_FILENO;
+  const int fd = ::open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const std::string why = absl::StrCat("umap[", ::getpid(), "] WARN log.cc: UMAP_LOG_FILE=",
+                                         path, " cannot be opened (", std::strerror(errno),
+                                         "); logging to stderr\n");
+    ssize_t ignored = ::write(STDERR_FILENO, why.data(), why.size());
+    (void)ignored;
+    return STDERR_FILENO;
+  }
+  return fd;
+}
+
 }  // namespace
 
 bool Enabled(Level level) {
@@ -41,7 +61,8 @@ void Write(Level level, const char* file, int line, absl::string_view msg) {
   std::string out = absl::StrCat("umap[", ::getpid(), "] ", Name(level), " ",
                                  base ? base + 1 : file, ":", line, ": ", msg, "\n");
   // One write() so lines from several threads do not interleave.
-  ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
+  static const int fd = OutputFd();
+  ssize_t ignored = ::write(fd, out.data(), out.size());
   (void)ignored;
 }
 

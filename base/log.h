@@ -1,6 +1,7 @@
 // Minimal logging for slow and error paths (never on the fault path's fast branch).
-// Writes one line to stderr: "umap[pid] LEVEL file:line: message". UMAP_LOG_LEVEL=debug|info|
-// warn|error (default warn) is read once, in base/log.cc.
+// Writes one line to stderr (or to UMAP_LOG_FILE): "umap[pid] LEVEL file:line: message".
+// UMAP_LOG_LEVEL=debug|info|warn|error (default warn) and UMAP_LOG_FILE are read once, in
+// base/log.cc.
 #ifndef UMAP_BASE_LOG_H_
 #define UMAP_BASE_LOG_H_
 

@@ -6,7 +6,8 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       libabsl-dev librocksdb-dev liburing-dev libisal-dev libcli11-dev
       libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libfuse3-dev
       glusterfs-server glusterfs-client e2fsprogs xfsprogs iproute2 psmisc procps util-linux
-      gnuplot-nox python3 python3-numpy pandoc criu valgrind strace)
+      gnuplot-nox python3 python3-numpy pandoc criu valgrind strace
+      sqlite3 fio python3-lmdb python3-pytest python3-hypothesis)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,17 @@
+"""LMDB, writemap off: see lmdb_common.py."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lmdb_common  # noqa: E402
+
+SERVED = [r"/data\.mdb$"]
+
+
+def run(d):
+    return lmdb_common.run(d, writemap=False)
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1]), sort_keys=True))
