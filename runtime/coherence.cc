@@ -30,6 +30,12 @@ bool NoLocksHere(int err) {
          err == EPERM;
 }
 
+// A lock in Umap's lock space (Coherence::kLockSpace), told as the file bytes it stands for.
+LockConflict InFile(LockConflict c) {
+  if (c.start >= Coherence::kLockSpace) c.start -= Coherence::kLockSpace;
+  return c;
+}
+
 std::string RangeText(uint64_t start, uint64_t end) {
   return absl::StrCat("[", start, ", ", end, ")");
 }
@@ -198,13 +204,13 @@ absl::Status Coherence::RelockAfterCheckpoint() {
 absl::Status Coherence::LockHeldRanges() {
   for (const umap_range& r : locked_) {
     absl::StatusOr<std::optional<LockConflict>> conflict =
-        locks_->TryLock(r.offset, r.length, /*exclusive=*/true);
+        locks_->TryLock(kLockSpace + r.offset, r.length, /*exclusive=*/true);
     if (!conflict.ok() || conflict->has_value()) {
       absl::Status s = conflict.ok()
                            ? PosixError(EBUSY, absl::StrCat(
                                  "umap: ", file_, ": cannot map bytes ",
                                  RangeText(r.offset, r.offset + r.length),
-                                 " for partitioned-write: ", (*conflict)->Describe(),
+                                 " for partitioned-write: ", InFile(**conflict).Describe(),
                                  " is held by ", Holder(*locks_, **conflict),
                                  " (one writer per block: docs/consistency.md)"))
                            : conflict.status();
@@ -224,7 +230,8 @@ absl::Status Coherence::LockHeldRanges() {
   return absl::OkStatus();
 }
 
-std::string Coherence::Holder(OfdLockFile& file, const LockConflict& c) const {
+std::string Coherence::Holder(OfdLockFile& file, const LockConflict& lock) const {
+  const LockConflict c = InFile(lock);
   std::vector<std::string> names;
   if (c.pid > 0) names.push_back(absl::StrCat("pid ", c.pid, " (as the file system reports it)"));
   const uint64_t c_end = c.length == 0 ? ~0ull : c.start + c.length;
@@ -257,9 +264,10 @@ void Coherence::WarnIfOthersWrite(int fd) {
     file = own.get();
   }
   absl::StatusOr<std::optional<LockConflict>> c =
-      file->Test(map_start_, map_end_ - map_start_, /*exclusive=*/false);
+      file->Test(kLockSpace + map_start_, map_end_ - map_start_, /*exclusive=*/false);
   if (!c.ok() || !c->has_value()) return;
-  UMAP_LOG(kWarn, "umap: ", file_, " is being written by another writer: ", (*c)->Describe(),
+  UMAP_LOG(kWarn, "umap: ", file_, " is being written by another writer: ",
+           InFile(**c).Describe(),
            " is held by ", Holder(*file, **c), ". This ", Name(mode_),
            " mapping's view of those bytes may be stale: it reads them when it first faults "
            "on them and never sees later writes to blocks it holds (docs/consistency.md)");
@@ -309,14 +317,15 @@ absl::Status Coherence::CheckHeld() {
   const auto start = std::chrono::steady_clock::now();
   if (last_held_.has_value() && start - *last_held_ < kFresh) return absl::OkStatus();
   for (const umap_range& r : locked_) {
-    ASSIGN_OR_RETURN(LockCheck check, CheckWriteLock(*locks_, *probe_, r.offset, r.length));
+    ASSIGN_OR_RETURN(LockCheck check,
+                     CheckWriteLock(*locks_, *probe_, kLockSpace + r.offset, r.length));
     if (check.held) continue;
     lost_status_ = PosixError(
         ENOLCK,
         absl::StrCat("umap: ", file_, ": this partitioned-write mapping lost its lock on bytes ",
                      RangeText(r.offset, r.offset + r.length),
                      check.other.has_value()
-                         ? absl::StrCat(" (now ", check.other->Describe(), " is held by ",
+                         ? absl::StrCat(" (now ", InFile(*check.other).Describe(), " is held by ",
                                         Holder(*locks_, *check.other), ")")
                          : std::string(" (the file system dropped it: this node lost contact "
                                        "with the file system, or the lock was cleared)"),

@@ -48,6 +48,13 @@ struct CoherenceRequest {
 
 class Coherence {
  public:
+  // Umap's locks for file bytes [a, b) stand on bytes [kLockSpace + a, kLockSpace + b): far
+  // past any real file's end, so they never conflict with the locks a program takes on its
+  // own files (SQLite's, LMDB's, its fcntl or OFD locks on the bytes it maps), while every
+  // Umap mapping of the file, in any process or on any node, meets every other's. A lock
+  // past the end of a file is allowed on every file system with byte-range locks.
+  static constexpr uint64_t kLockSpace = uint64_t{1} << 62;
+
   // The mode a mapping gets: `asked`, else the runtime's default, else (AUTO) partitioned-
   // write of the whole mapping when PROT_WRITE was asked and read-only otherwise.
   static umap_coherence Resolve(umap_coherence asked, umap_coherence runtime_default,

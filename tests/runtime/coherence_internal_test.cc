@@ -92,7 +92,9 @@ TEST_F(CoherenceLockLossTest, ARangeAnotherWriterTookIsRefusedNamingIt) {
   DropLocks();
   absl::StatusOr<std::unique_ptr<OfdLockFile>> other = OfdLockFile::Open(path_, false, false);
   ASSERT_OK(other.status());
-  absl::StatusOr<std::optional<LockConflict>> taken = (*other)->TryLock(0, kBlock, true);
+  // Another mapping's lock: in Umap's lock space (Coherence::kLockSpace).
+  absl::StatusOr<std::optional<LockConflict>> taken =
+      (*other)->TryLock(Coherence::kLockSpace, kBlock, true);
   ASSERT_OK(taken.status());
   ASSERT_FALSE(taken->has_value());
   std::memset(p_, 'z', kBlock);
