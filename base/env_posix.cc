@@ -10,18 +10,26 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/internal_io.h"
+#include "base/keep_locks.h"
 #include "base/posix_error.h"
 #include "umap/env.h"
 
 namespace umap {
+
+thread_local bool InternalIo::active_ = false;
+
 namespace {
 
 class PosixFile final : public File {
  public:
   PosixFile(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
-  ~PosixFile() override { ::close(fd_); }
+  // A descriptor of a data file: closing it must not drop the program's own POSIX locks
+  // on the file (base/keep_locks.h).
+  ~PosixFile() override { CloseKeepingLocks(fd_); }
 
   absl::StatusOr<size_t> ReadAt(uint64_t offset, absl::Span<char> dst) override {
+    InternalIo internal;
     size_t done = 0;
     // Short reads and EINTR are retried here, once for every caller; a 0 return is EOF.
     while (done < dst.size()) {
@@ -38,6 +46,7 @@ class PosixFile final : public File {
   }
 
   absl::Status WriteAt(uint64_t offset, absl::Span<const char> src) override {
+    InternalIo internal;
     size_t done = 0;
     while (done < src.size()) {
       ssize_t r = ::pwrite(fd_, src.data() + done, src.size() - done,
@@ -53,6 +62,7 @@ class PosixFile final : public File {
   }
 
   absl::Status Sync() override {
+    InternalIo internal;
     if (::fdatasync(fd_) != 0) return PosixError(errno, absl::StrCat("fdatasync ", name_));
     return absl::OkStatus();
   }

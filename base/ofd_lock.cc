@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/fs_kind.h"
+#include "base/internal_io.h"
+#include "base/keep_locks.h"
 #include "base/posix_error.h"
 
 namespace umap {
@@ -80,8 +82,9 @@ absl::StatusOr<std::unique_ptr<OfdLockFile>> OfdLockFile::Open(const std::string
 }
 
 OfdLockFile::~OfdLockFile() {
-  if (direct_fd_ >= 0) ::close(direct_fd_);
-  ::close(fd_);
+  // Descriptions of a mapped file: the program's own POSIX locks on it must survive.
+  if (direct_fd_ >= 0) CloseKeepingLocks(direct_fd_);
+  CloseKeepingLocks(fd_);
 }
 
 absl::StatusOr<std::optional<LockConflict>> OfdLockFile::TryLock(uint64_t start, uint64_t length,
@@ -132,6 +135,7 @@ absl::StatusOr<std::optional<LockConflict>> OfdLockFile::Test(uint64_t start, ui
 }
 
 absl::StatusOr<size_t> OfdLockFile::ReadFresh(uint64_t offset, absl::Span<char> dst) {
+  InternalIo internal;
   const int fd = direct_fd_ >= 0 ? direct_fd_ : fd_;
   for (;;) {
     const ssize_t n = ::pread(fd, dst.data(), dst.size(), static_cast<off_t>(offset));
@@ -141,6 +145,7 @@ absl::StatusOr<size_t> OfdLockFile::ReadFresh(uint64_t offset, absl::Span<char> 
 }
 
 absl::Status OfdLockFile::WriteDurably(uint64_t offset, absl::Span<const char> src) {
+  InternalIo internal;
   size_t done = 0;
   while (done < src.size()) {
     const ssize_t n = ::pwrite(fd_, src.data() + done, src.size() - done,

@@ -41,6 +41,7 @@ class GuardedWriteBack final : public WriteBack {
   }
   absl::Status Close() override { return inner_->Close(); }
   absl::Status Drain() override { return inner_->Drain(); }
+  absl::Status Settle() override { return inner_->Settle(); }
   void StopBackground() override { inner_->StopBackground(); }
   // The writes are the inner sink's: it must see every I/O manager (a resume starts a new
   // one).

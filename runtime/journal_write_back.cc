@@ -160,7 +160,10 @@ WriteBackResult JournalWriteBack::Evicted(absl::Span<const BlockImage> images) {
     for (const BlockImage& image : images) {
       absl::string_view data(image.data.data(), image.data.size());
       absl::Status s = journal_->Run(
-          [&](journal::Journal& j) { return j.Stage(mapping_id_, image.block, data); });
+          [&](journal::Journal& j) {
+            unsettled_.fetch_add(1, std::memory_order_relaxed);
+            return j.Stage(mapping_id_, image.block, data);
+          });
       if (!s.ok()) return {std::move(s)};
     }
     return {};
@@ -408,6 +411,7 @@ WriteBackResult JournalWriteBack::CommitAndApply(absl::Span<const BlockImage> im
   uint64_t instance = 0;
   auto txn = journal_->Run([&](journal::Journal& j) {
     instance = journal_->reopens();
+    unsettled_.fetch_add(1, std::memory_order_relaxed);
     return j.Commit(mapping_id_, writes, first, std::max(first, end), copies);
   });
   // A failed commit is indeterminate (present or absent after a crash, never partial); the
@@ -730,6 +734,17 @@ absl::Status JournalWriteBack::Drain() {
     RETURN_IF_ERROR(ApplyPending(/*sync_file=*/true));
   }
   return MarkAppliedBatch(/*force=*/true);
+}
+
+absl::Status JournalWriteBack::Settle() {
+  const uint64_t seen = unsettled_.load(std::memory_order_acquire);
+  if (seen == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Drain());
+  // MarkApplied writes without sync: make the marks durable before the program's own write
+  // can reach the file, or a replay after a crash could put an applied image back over it.
+  RETURN_IF_ERROR(journal_->Run([](journal::Journal& j) { return j.Sync(); }));
+  unsettled_.fetch_sub(seen, std::memory_order_acq_rel);
+  return absl::OkStatus();
 }
 
 absl::Status JournalWriteBack::Close() {

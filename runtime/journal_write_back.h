@@ -149,6 +149,7 @@ class JournalWriteBack final : public WriteBack {
   // Forgets the mapping in the journal (after its last successful Sync).
   absl::Status Close() override;
   absl::Status Drain() override;
+  absl::Status Settle() override;
   void StopBackground() override;
 
   uint64_t mapping_id() const { return mapping_id_; }
@@ -166,6 +167,8 @@ class JournalWriteBack final : public WriteBack {
  private:
   JournalWriteBack(JournalHandle* journal, File* file, uint32_t block_size,
                    journal::Policy policy, uint64_t mapping_id, bool defer_file_sync);
+  // Journal writes of this sink (commits, stages, marks) since the last Settle.
+  std::atomic<uint64_t> unsettled_{0};
 
   // Commits images (+ staged blocks in [first, end)), then applies to the file (with
   // defer_file_sync: hands the transaction to the applier).

@@ -57,9 +57,10 @@ Mapping::~Mapping() {
 char* Mapping::StashBuffer(uint32_t i) const { return stash_arena_ + size_t{i} * block_size_; }
 
 size_t Mapping::ValidBytes(uint64_t block) const {
-  uint64_t start = file_offset_ + block * block_size_;
-  if (start >= file_size_) return 0;
-  return static_cast<size_t>(std::min<uint64_t>(block_size_, file_size_ - start));
+  const uint64_t start = file_offset_ + block * block_size_;
+  const uint64_t size = file_size();
+  if (start >= size) return 0;
+  return static_cast<size_t>(std::min<uint64_t>(block_size_, size - start));
 }
 
 static inline absl::Hex AddrHex(const void* p) {
@@ -644,8 +645,9 @@ File* Mapping::read_file() {
 
 size_t Mapping::ValidBytes(uint64_t first, uint32_t count) const {
   const uint64_t start = file_offset_ + first * block_size_;
-  if (start >= file_size_) return 0;
-  return static_cast<size_t>(std::min<uint64_t>(uint64_t{count} * block_size_, file_size_ - start));
+  const uint64_t size = file_size();
+  if (start >= size) return 0;
+  return static_cast<size_t>(std::min<uint64_t>(uint64_t{count} * block_size_, size - start));
 }
 
 bool Mapping::FallBackToBuffered() {

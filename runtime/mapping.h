@@ -69,7 +69,8 @@ class Mapping final : public io::IoFileClient {
   uint32_t slot() const { return slot_; }
   bool writable() const { return writable_; }
   int region_prot() const { return region_prot_; }
-  uint64_t file_size() const { return file_size_; }
+  // The file's size as the mapping knows it: at map time, then as FileChanged reports.
+  uint64_t file_size() const { return file_size_.load(std::memory_order_acquire); }
   bool Contains(uint64_t addr) const {
     return addr - reinterpret_cast<uint64_t>(base_) < region_length_;
   }
@@ -174,6 +175,15 @@ class Mapping final : public io::IoFileClient {
   // Returns false when the write failed (the shadows stay pending; retry later).
   bool WriteShadows(absl::Span<const uint32_t> shadows);
 
+  // --- the file changed outside the cache (mapping_file_change.cc) ---
+  // File bytes under blocks [first, end) were written outside the cache, and the file is
+  // now `file_size` bytes: the blocks' copies are dropped (their next access reads the
+  // file), and, when the size moved, so are the blocks whose valid bytes changed; past a
+  // smaller end even dirty ones (the kernel drops a truncated page cache). A block stored
+  // to meanwhile keeps its bytes. Returns how many blocks kept theirs.
+  // REQUIRES: the caller wrote back the range's dirty blocks first (Runtime::PrepareFileChange).
+  uint64_t FileChanged(uint64_t first, uint64_t end, uint64_t file_size);
+
   // umsync of blocks [first, end): capture, write back, fdatasync. Serialised per mapping;
   // a caller that waited may return the result of a later umsync covering it (group commit).
   absl::Status Sync(uint64_t first, uint64_t end);
@@ -199,6 +209,10 @@ class Mapping final : public io::IoFileClient {
     const int64_t v = g.load(std::memory_order_relaxed);
     return v > 0 ? static_cast<uint64_t>(v) : 0;
   }
+  // Drops the cached copies of blocks [first, end) (dirty ones only with drop_dirty);
+  // returns how many kept theirs. DropCopy: one block; false when it kept its bytes.
+  uint64_t DropCopies(uint64_t first, uint64_t end, bool drop_dirty);
+  bool DropCopy(uint64_t block, bool drop_dirty);
   // Bytes of `block` inside the file (0 when the block is wholly past end of file).
   size_t ValidBytes(uint64_t block) const;
   bool InSync(uint64_t block) const {
@@ -337,7 +351,8 @@ class Mapping final : public io::IoFileClient {
   const size_t region_length_;
   const size_t block_size_;
   const uint64_t file_offset_;
-  const uint64_t file_size_;
+  // Pages past it raise SIGBUS; moves when the process resizes the file (FileChanged).
+  std::atomic<uint64_t> file_size_;
   const bool writable_;
   const int region_prot_;
   const bool signal_mode_;  // faults resolved in the faulting thread (fault_signal.h)

@@ -613,20 +613,6 @@ void Runtime::ReleaseStaging(char* buf) {
   staging_free_->Push(static_cast<uint32_t>((buf - staging_arena_) / geo_.block_size));
 }
 
-class Runtime::Operation {
- public:
-  Operation(Runtime* rt, bool fenced_ok = false)
-      : rt_(rt), status_(rt->EnterOperation(fenced_ok)) {}
-  ~Operation() {
-    if (status_.ok()) rt_->LeaveOperation();
-  }
-  const absl::Status& status() const { return status_; }
-
- private:
-  Runtime* const rt_;
-  const absl::Status status_;
-};
-
 absl::Status Runtime::EnterOperation(bool fenced_ok) {
   absl::MutexLock l(&gate_mu_);
   gate_mu_.Await(absl::Condition(&gate_open_));

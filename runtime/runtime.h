@@ -103,6 +103,21 @@ class Runtime {
   // True when [addr, addr+length) lies inside one of this runtime's mappings.
   bool Owns(const void* addr, size_t length);
 
+  // --- the program changes a mapped file itself (runtime_file_change.cc) ---
+  // The LD_PRELOAD shim keeps one copy of the file for the program (docs/preload.md, "One
+  // copy"): before the program writes, resizes or reads the file bytes under [addr,
+  // addr+length) through the file API, a writable mapping writes its dirty blocks there
+  // back (umsync) and settles its journal (WriteBack::Settle), so that the file holds
+  // every store and no recovery can replay an older image over the program's bytes; for a
+  // read (`for_read`) the file need only hold them (no journal sync). A read-only mapping
+  // has nothing to do. Errors as umsync's.
+  absl::Status PrepareFileChange(void* addr, size_t length, bool for_read);
+  // After the program changed the file bytes under [addr, addr+length) (length 0: none),
+  // the file being `file_size` bytes now: the mapping drops its copies of them (and of the
+  // blocks whose valid bytes moved with the size), so its next accesses read the file.
+  // Returns how many blocks kept their bytes (stored to meanwhile).
+  absl::StatusOr<uint64_t> FileChanged(void* addr, size_t length, uint64_t file_size);
+
   umap_stats Stats() const;
 
   // --- checkpoints ---
@@ -261,7 +276,22 @@ class Runtime {
   // operations in progress, and new ones wait until Resume opens it. Fenced: ESTALE.
   absl::Status EnterOperation(bool fenced_ok = false);
   void LeaveOperation();
-  class Operation;
+  // One Map, Unmap or Sync (or file change) inside the gate, for the length of a scope.
+  class Operation {
+   public:
+    explicit Operation(Runtime* rt, bool fenced_ok = false)
+        : rt_(rt), status_(rt->EnterOperation(fenced_ok)) {}
+    ~Operation() {
+      if (status_.ok()) rt_->LeaveOperation();
+    }
+    Operation(const Operation&) = delete;
+    Operation& operator=(const Operation&) = delete;
+    const absl::Status& status() const { return status_; }
+
+   private:
+    Runtime* const rt_;
+    const absl::Status status_;
+  };
   // Live mappings. REQUIRES: the gate is closed (the set cannot change).
   std::vector<Mapping*> LiveMappings();
   // Quiesce steps (runtime_quiesce.cc).

@@ -125,6 +125,26 @@ int Fail(const absl::Status& s) {
 
 }  // namespace
 
+int PrepareFileChange(void* addr, size_t length, bool for_read) {
+  umap_runtime* r = FindRuntime(addr, std::max<size_t>(length, 1));
+  if (r == nullptr) {
+    errno = ENOMEM;
+    return -1;
+  }
+  absl::Status s = r->rt->PrepareFileChange(addr, length, for_read);
+  return s.ok() ? 0 : Fail(s);
+}
+
+int64_t FileChanged(void* addr, size_t length, uint64_t file_size) {
+  umap_runtime* r = FindRuntime(addr, std::max<size_t>(length, 1));
+  if (r == nullptr) {
+    errno = ENOMEM;
+    return -1;
+  }
+  absl::StatusOr<uint64_t> kept = r->rt->FileChanged(addr, length, file_size);
+  return kept.ok() ? static_cast<int64_t>(*kept) : Fail(kept.status());
+}
+
 umap_runtime* TEST_AdoptRuntime(std::unique_ptr<::umap::runtime::Runtime> rt) {
   if (rt == nullptr) {
     errno = EINVAL;

@@ -80,6 +80,10 @@ class WriteBack {
   // the journal (committed images applied, synced and marked, not only batched). Staged
   // images (atomic policy) stay. On error nothing is lost.
   virtual absl::Status Drain() { return absl::OkStatus(); }
+  // Before the program writes the file itself (the LD_PRELOAD shim's write(2), ftruncate):
+  // as Drain, and what it marked is durable too, so that no recovery can ever write an
+  // older image over the program's bytes. Cheap when nothing was written since the last.
+  virtual absl::Status Settle() { return Drain(); }
 
   // A checkpoint, after Drain, when nothing may run: stops the sink's background writer
   // (nothing is left for it), so that no umap thread is dumped. Its next commit starts it

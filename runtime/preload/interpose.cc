@@ -1,11 +1,10 @@
-// The symbols libumap_preload.so puts in front of libc's (docs/preload.md). Each forwards
-// to libc at once unless the shim is installed and the calling thread is not already
-// inside it; the mmap family then goes through Shim, the read/write family through
-// KernelAccess. Only these symbols are exported (preload.map).
+// The symbols libumap_preload.so puts in front of libc's (docs/preload.md): the mmap family
+// and SIGBUS dispositions here, the read/write and file families in interpose_io.cc. Each
+// forwards to libc at once unless the shim is installed and the calling thread is not
+// already inside it; the mmap family then goes through Shim. Only these symbols are
+// exported (preload.map).
 #include <stdarg.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "runtime/preload/real_calls.h"
@@ -133,84 +132,5 @@ sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
 
 sighandler_t __sysv_signal(int sig, sighandler_t handler) noexcept
     __attribute__((alias("sysv_signal")));
-
-// The read/write family: no ReentryGuard here. Touching the buffer faults into the
-// runtime's handler threads, which must not see this thread as "inside" anything, and
-// these calls never enter the runtime themselves.
-ssize_t read(int fd, void* buf, size_t n) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Read(fd, buf, n) : real::RealRead(fd, buf, n);
-}
-
-ssize_t write(int fd, const void* buf, size_t n) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Write(fd, buf, n) : real::RealWrite(fd, buf, n);
-}
-
-ssize_t pread(int fd, void* buf, size_t n, off_t off) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Pread(fd, buf, n, off) : real::RealPread(fd, buf, n, off);
-}
-
-ssize_t pread64(int fd, void* buf, size_t n, off64_t off) __attribute__((alias("pread")));
-
-ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Pwrite(fd, buf, n, off) : real::RealPwrite(fd, buf, n, off);
-}
-
-ssize_t pwrite64(int fd, const void* buf, size_t n, off64_t off) __attribute__((alias("pwrite")));
-
-ssize_t readv(int fd, const struct iovec* iov, int iovcnt) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Readv(fd, iov, iovcnt) : real::RealReadv(fd, iov, iovcnt);
-}
-
-ssize_t writev(int fd, const struct iovec* iov, int iovcnt) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Writev(fd, iov, iovcnt) : real::RealWritev(fd, iov, iovcnt);
-}
-
-ssize_t preadv(int fd, const struct iovec* iov, int iovcnt, off_t off) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Preadv(fd, iov, iovcnt, off)
-           : real::RealPreadv(fd, iov, iovcnt, off);
-}
-
-ssize_t preadv64(int fd, const struct iovec* iov, int iovcnt, off64_t off)
-    __attribute__((alias("preadv")));
-
-ssize_t pwritev(int fd, const struct iovec* iov, int iovcnt, off_t off) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Pwritev(fd, iov, iovcnt, off)
-           : real::RealPwritev(fd, iov, iovcnt, off);
-}
-
-ssize_t pwritev64(int fd, const struct iovec* iov, int iovcnt, off64_t off)
-    __attribute__((alias("pwritev")));
-
-ssize_t recv(int fd, void* buf, size_t n, int flags) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Recv(fd, buf, n, flags) : real::RealRecv(fd, buf, n, flags);
-}
-
-ssize_t send(int fd, const void* buf, size_t n, int flags) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Send(fd, buf, n, flags) : real::RealSend(fd, buf, n, flags);
-}
-
-ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* from,
-                 socklen_t* fromlen) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Recvfrom(fd, buf, n, flags, from, fromlen)
-           : real::RealRecvfrom(fd, buf, n, flags, from, fromlen);
-}
-
-ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* to,
-               socklen_t tolen) {
-  Shim* s = Active();
-  return s ? s->kernel_access().Sendto(fd, buf, n, flags, to, tolen)
-           : real::RealSendto(fd, buf, n, flags, to, tolen);
-}
 
 }  // extern "C"

@@ -24,6 +24,8 @@ bool MappingRegistry::Load(int i, ShimMapping* out) const {
   out->region_len = s.region_len.load(std::memory_order_relaxed);
   out->map_offset = s.map_offset.load(std::memory_order_relaxed);
   out->file_size = s.file_size.load(std::memory_order_relaxed);
+  out->dev = s.dev.load(std::memory_order_relaxed);
+  out->ino = s.ino.load(std::memory_order_relaxed);
   out->prot = s.prot.load(std::memory_order_relaxed);
   out->fd = s.fd.load(std::memory_order_relaxed);
   // Order the field loads before the second version load (seqlock reader).
@@ -49,6 +51,8 @@ int MappingRegistry::Add(const ShimMapping& m) {
   s.region_len.store(m.region_len, std::memory_order_relaxed);
   s.map_offset.store(m.map_offset, std::memory_order_relaxed);
   s.file_size.store(m.file_size, std::memory_order_relaxed);
+  s.dev.store(m.dev, std::memory_order_relaxed);
+  s.ino.store(m.ino, std::memory_order_relaxed);
   s.prot.store(m.prot, std::memory_order_relaxed);
   s.fd.store(m.fd, std::memory_order_relaxed);
   s.version.store(v + 1, std::memory_order_release);

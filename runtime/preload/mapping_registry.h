@@ -32,7 +32,9 @@ struct ShimMapping {
   size_t map_len = 0;       // length given to umap_ex (user_len + delta)
   size_t region_len = 0;    // address space Umap reserved: map_len rounded up to its block
   uint64_t map_offset = 0;  // block-aligned file offset given to umap_ex
-  uint64_t file_size = 0;   // file size at map time: pages past it raise SIGBUS
+  uint64_t file_size = 0;   // the file's size as last seen: pages past it raise SIGBUS
+  uint64_t dev = 0;         // the file (st_dev, st_ino): the process's file API calls on
+  uint64_t ino = 0;         // any descriptor of it are kept coherent with the mapping
   int prot = 0;
   int fd = -1;  // the shim's own close-on-exec duplicate of the descriptor
 
@@ -73,6 +75,11 @@ class MappingRegistry {
   void Release(int i);
   // Removes a claimed entry.
   void Remove(int i);
+  // The file of entry i has `size` bytes now (it was written or resized through the file
+  // API). Lock-free; a racing reader sees the old or the new size.
+  void SetFileSize(int i, uint64_t size) {
+    slots_[i].file_size.store(size, std::memory_order_relaxed);
+  }
 
   // Calls fn(index, mapping) for every live entry. Lock-free (a fork() child may use it).
   template <typename Fn>
@@ -91,7 +98,7 @@ class MappingRegistry {
     std::atomic<uint64_t> version{0};  // odd: live
     std::atomic<bool> claimed{false};
     std::atomic<uint64_t> user{0}, user_len{0}, base{0}, map_len{0}, region_len{0}, map_offset{0},
-        file_size{0};
+        file_size{0}, dev{0}, ino{0};
     std::atomic<int> prot{0}, fd{-1};
   };
 

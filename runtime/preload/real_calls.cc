@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "runtime/preload/real_file_calls.h"
+
 namespace umap::preload {
 namespace {
 
@@ -56,6 +58,7 @@ inline long Hi(off_t off) { return static_cast<long>(static_cast<uint64_t>(off) 
 extern "C" int __sigaction(int sig, const struct sigaction* act, struct sigaction* old);
 
 void ResolveRealCalls() {
+  ResolveRealFileCalls();
   for (int i = 0; i < kCount; ++i) {
     if (g_fn[i].load(std::memory_order_relaxed) != nullptr) continue;
     // dlsym may allocate (its error buffer), and allocation may map memory: those calls

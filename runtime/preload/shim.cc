@@ -71,6 +71,7 @@ int Fail(int err) {
 
 Shim::Shim()
     : page_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
+      pid_(::getpid()),
       filter_(::getenv("UMAP_PATHS"), ::getenv("UMAP_FSTYPES")),
       config_(LoadConfig(&runtime_errno_)),
       kernel_access_(&registry_, ChunkBytes(config_, page_)) {
@@ -182,6 +183,8 @@ void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off
   m.region_len = RoundUp(len + delta, bs);
   m.map_offset = static_cast<uint64_t>(off) - delta;
   m.file_size = static_cast<uint64_t>(st.st_size);
+  m.dev = static_cast<uint64_t>(st.st_dev);
+  m.ino = static_cast<uint64_t>(st.st_ino);
   m.prot = prot;
   m.fd = own_fd;
   if (registry_.Add(m) < 0) {
@@ -195,6 +198,9 @@ void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off
     return MAP_FAILED;
   }
   RegisterAtExitOnce();
+  UMAP_LOG(kInfo, "libumap_preload: Umap serves ", FdPath(fd), " [", off, ", ",
+           static_cast<uint64_t>(off) + len, ") at 0x", absl::Hex(m.user),
+           (prot & PROT_WRITE) ? " (writable)" : " (read-only)");
   return reinterpret_cast<void*>(m.user);
 }
 
@@ -267,7 +273,9 @@ void Shim::RegisterAtExitOnce() {
 
 void Shim::AtExit() {
   Shim* s = Get();
-  if (s == nullptr) return;
+  // A vfork() child shares the parent's memory (and this object): its _exit must not unmap
+  // the parent's mappings.
+  if (s == nullptr || ::getpid() != s->pid_.load(std::memory_order_relaxed)) return;
   ReentryGuard guard;
   s->exiting_.store(true, std::memory_order_release);
   s->runtime_touched_.store(true, std::memory_order_seq_cst);
@@ -287,7 +295,11 @@ void Shim::AfterForkInChild() {
   // runtime's threads do not exist: no locks, no allocation. A parent that never started a
   // runtime has no Umap state the child could inherit half-made: the child keeps the shim.
   Shim* s = active_.load(std::memory_order_acquire);
-  if (s == nullptr || !s->runtime_touched_.load(std::memory_order_seq_cst)) return;
+  if (s == nullptr) return;
+  if (!s->runtime_touched_.load(std::memory_order_seq_cst)) {
+    s->pid_.store(::getpid(), std::memory_order_relaxed);
+    return;
+  }
   // Otherwise every call goes to libc from here on, and each Umap mapping becomes a plain
   // read-only view of its file. SIGBUS goes back to the program's own disposition: the
   // parent's runtime (copied into the child, its threads gone) must never serve a fault.

@@ -49,6 +49,7 @@
 #include <cstddef>
 #include <mutex>
 
+#include "runtime/preload/file_api.h"
 #include "runtime/preload/kernel_access.h"
 #include "runtime/preload/mapping_registry.h"
 #include "runtime/preload/path_filter.h"
@@ -91,6 +92,7 @@ class Shim {
   int Mprotect(void* addr, size_t len, int prot);
 
   const KernelAccess& kernel_access() const { return kernel_access_; }
+  const FileApi& files() const { return files_; }
   const MappingRegistry& registry() const { return registry_; }
   const PathFilter& filter() const { return filter_; }
   SigbusChain& sigbus() { return sigbus_; }
@@ -110,16 +112,27 @@ class Shim {
   int UnmapEntry(int index, const ShimMapping& m);
   void RegisterAtExitOnce();
   static void AtExit();
+
+ public:
+  // _exit(2)/_Exit: what exit() does through AtExit (every mapping written back, the
+  // runtime shut down), for a process that ends without running atexit handlers.
+  static void BeforeExit() { AtExit(); }
+
+ private:
   static void AfterForkInChild();
 
   static std::atomic<Shim*> active_;
 
   const size_t page_;
+  // The process the shim belongs to; a child forked before the runtime started keeps the
+  // shim and becomes its owner. A vfork() child (same memory, another pid) never is.
+  std::atomic<pid_t> pid_;
   PathFilter filter_;
   Fallback fallback_ = Fallback::kRefuse;
   umap_config config_{};
   MappingRegistry registry_;
   KernelAccess kernel_access_;
+  FileApi files_{&registry_};
   SigbusChain sigbus_;
 
   std::mutex runtime_mu_;

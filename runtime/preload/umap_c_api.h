@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "umap/umap_types.h"
@@ -30,6 +31,13 @@ int umap_quiesce(void);
 int umap_resume(void);
 
 }  // extern "C"
+
+// Beyond the C API, for the shim only (runtime/umap_c.cc; Runtime::PrepareFileChange and
+// Runtime::FileChanged): -1 with errno on failure. FileChanged returns how many blocks
+// kept their bytes.
+int PrepareFileChange(void* addr, size_t length, bool for_read);
+int64_t FileChanged(void* addr, size_t length, uint64_t file_size);
+
 }  // namespace umap::c_api
 
 #endif  // UMAP_RUNTIME_PRELOAD_UMAP_C_API_H_
