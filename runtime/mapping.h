@@ -184,6 +184,11 @@ class Mapping final : public io::IoFileClient {
   // REQUIRES: the caller wrote back the range's dirty blocks first (Runtime::PrepareFileChange).
   uint64_t FileChanged(uint64_t first, uint64_t end, uint64_t file_size);
 
+  // Runtime::HandOff: while set, faults on this mapping wait (signal mode: parked outside
+  // the handlers' read section; handler mode: left blocked in the kernel).
+  bool handing_off() const { return handing_off_.load(std::memory_order_acquire); }
+  void set_handing_off(bool on) { handing_off_.store(on, std::memory_order_release); }
+
   // umsync of blocks [first, end): capture, write back, fdatasync. Serialised per mapping;
   // a caller that waited may return the result of a later umsync covering it (group commit).
   absl::Status Sync(uint64_t first, uint64_t end);
@@ -324,8 +329,8 @@ class Mapping final : public io::IoFileClient {
   // Write-protects and copies every dirty block of [first, end), clearing their dirty bits.
   // With `next`: stops before the block that would take the capture past max_bytes (at
   // least one block is taken) and sets *next to it, or to `end` when all were taken.
-  absl::Status CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
-                            size_t max_bytes = SIZE_MAX, uint64_t* next = nullptr);
+  absl::Status CaptureDirty(uint64_t first, uint64_t end, Capture* cap, size_t max_bytes = SIZE_MAX,
+                            uint64_t* next = nullptr);
   // The captured images, as the sink takes them (file block numbers).
   std::vector<BlockImage> ImagesOf(const Capture& cap) const;
   // The most image bytes a umsync (or StageDirty) captures at a time: umsync_chunk_bytes,
@@ -367,6 +372,7 @@ class Mapping final : public io::IoFileClient {
            std::binary_search(protection_boundaries_.begin(), protection_boundaries_.end(), block);
   }
 
+  std::atomic<bool> handing_off_{false};
   absl::Mutex sync_mu_;  // one umsync per mapping at a time
   // Group commit (Sync): tickets taken on entry; the last successful umsync's range and the
   // ticket count when it started.

@@ -65,6 +65,9 @@ __attribute__((tls_model("initial-exec"))) thread_local int t_channel = -1;
 // gettid(2) per miss (same TLS model, for the same reason). A fork() child's only thread
 // inherits its parent's value: the child handler below forgets it.
 __attribute__((tls_model("initial-exec"))) thread_local pid_t t_tid = 0;
+// The address of this thread's last fault retried because its range had been handed to the
+// kernel (Runtime::WasHandedOff): a second fault there is the kernel's own SIGBUS.
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_handed_off_retry = 0;
 void ForgetTidInChild() { t_tid = 0; }
 pid_t CurrentTid() {
   if (t_tid == 0) [[unlikely]] {
@@ -281,7 +284,8 @@ Runtime::~Runtime() {
       if (absl::Status d = m->write_back()->Drain(); !d.ok()) {
         UMAP_LOG(kError, "runtime destroyed with mapping of ", m->file()->name(),
                  " whose final file sync failed; the journal keeps its transactions for "
-                 "recovery: ", d.ToString());
+                 "recovery: ",
+                 d.ToString());
       }
     }
     if (!s.ok()) {
@@ -378,6 +382,9 @@ void Runtime::HandleFault(HandlerCtx& ctx, const uffd_msg& msg) {
   // makes the range inaccessible before it closes the userfaultfd (which wakes the thread),
   // so its retried access waits in the SIGSEGV handler until Resume (fault_signal.h).
   if (state() != RuntimeState::kRunning) return;
+  // Being handed to the kernel: the thread stays blocked until the kernel's mapping
+  // replaced the range (HandOff wakes it).
+  if (m->handing_off()) return;
   const uint64_t block = m->BlockOf(addr);
   if (flags & UFFD_PAGEFAULT_FLAG_WP) {
     m->HandleWriteProtect(block, tid);
@@ -506,8 +513,8 @@ void Runtime::AdjustOutsideCache(uint64_t add, uint64_t remove) {
   outside_reserved_ += add;
   outside_reserved_ -= std::min(outside_reserved_, remove);
   const uint64_t take = outside_reserved_ / geo_.block_size;
-  pool_.set_limit(static_cast<uint32_t>(std::max<uint64_t>(
-      SizingPolicy::kMinBlocks, fixed_limit_ > take ? fixed_limit_ - take : 0)));
+  pool_.set_limit(static_cast<uint32_t>(
+      std::max<uint64_t>(SizingPolicy::kMinBlocks, fixed_limit_ > take ? fixed_limit_ - take : 0)));
   UpdateReadCap();
 }
 
@@ -517,8 +524,8 @@ void Runtime::MakeRoom(uint32_t max_blocks) {
 }
 
 void Runtime::UpdateReadCap() {
-  io_->SetReadCap(std::max<size_t>(io_->options().max_io_bytes,
-                                   size_t{pool_.limit()} * geo_.block_size / 2));
+  io_->SetReadCap(
+      std::max<size_t>(io_->options().max_io_bytes, size_t{pool_.limit()} * geo_.block_size / 2));
 }
 
 absl::Status Runtime::StartSizing() {
@@ -571,12 +578,24 @@ bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
   {
     SrcuReadLock section(mapping_srcu_);
     Mapping* m = FindMapping(addr);
-    if (m == nullptr) return false;
-    // A quiesce waits for every resolution that started before it (WaitForHandlers).
-    if (state() == RuntimeState::kRunning) return m->ResolveFault(addr, write, CurrentTid());
+    if (m == nullptr) {
+      // A fault raised while the range was Umap's, handled after it was handed to the
+      // kernel: retry it once on the kernel's mapping. (Again at the same address: the
+      // kernel's own SIGBUS, past the file's end, which is the application's.)
+      if (!WasHandedOff(addr) || t_handed_off_retry == addr) return false;
+      t_handed_off_retry = addr;
+      return true;
+    }
+    t_handed_off_retry = 0;
+    // A quiesce, or a hand-off of this mapping to the kernel (HandOff), waits for every
+    // resolution that started before it (WaitForHandlers).
+    if (state() == RuntimeState::kRunning && !m->handing_off()) {
+      return m->ResolveFault(addr, write, CurrentTid());
+    }
   }
-  // Quiescing: wait outside the read section (the quiesce waits for sections, not for
-  // parked threads), then retry the access, which faults again in whatever state is next.
+  // Quiescing or handing off: wait outside the read section (both wait for sections, not
+  // for parked threads), then retry the access, which faults again in whatever state is
+  // next (a hand-off leaves the kernel's mapping there).
   ParkFaultingThread(generation);
   return true;
 }
@@ -706,8 +725,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
         absl::MutexLock l(&mu_);
         journal = journal_.get();  // set by MakeWriteBack unless journal_mode is off
       }
-      auto guarded =
-          std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
+      auto guarded = std::make_unique<GuardedWriteBack>(std::move(write_back), coh.get(), journal);
       // A journal sink that writes in the background (defer_file_sync) checks the locks
       // before each of its rounds too.
       if (auto* j = dynamic_cast<JournalWriteBack*>(guarded->inner())) {
@@ -957,7 +975,7 @@ absl::Status Runtime::Unmap(void* addr, size_t length) {
   return absl::OkStatus();
 }
 
-void Runtime::Destroy(Mapping* m) {
+void Runtime::Destroy(Mapping* m, bool keep_range) {
   slots_[m->slot()].store(nullptr, std::memory_order_release);
   // After this no handler holds `m`: the ones inside a section when the slot was cleared
   // have left it, and later ones cannot find it.
@@ -965,8 +983,10 @@ void Runtime::Destroy(Mapping* m) {
   // Fills still queued are dropped and those in flight land while the range is still
   // registered; only then is it unregistered.
   m->DetachIo();
-  // A quiesced or fenced runtime has no userfaultfd; its ranges were unregistered.
-  if (int err = uffd_ == nullptr ? 0 : uffd_->Unregister(m->base(), m->region_length())) {
+  // A quiesced or fenced runtime has no userfaultfd; its ranges were unregistered. A range
+  // handed to the kernel is no longer registered (its mapping replaced Umap's).
+  if (int err =
+          uffd_ == nullptr || keep_range ? 0 : uffd_->Unregister(m->base(), m->region_length())) {
     // munmap below unregisters the range anyway; nothing is left registered.
     UMAP_LOG(kWarn, "UFFDIO_UNREGISTER of ", m->file()->name(), " failed: errno ", err,
              "; the range is unmapped regardless");
@@ -977,7 +997,7 @@ void Runtime::Destroy(Mapping* m) {
   m->set_write_back(nullptr);
   // Before the range is released: its refusals must not explain a later mapping's faults.
   m->set_coherence(nullptr);
-  ReleaseRegion(m->base(), m->region_length());
+  if (!keep_range) ReleaseRegion(m->base(), m->region_length());
   const uint32_t slot = m->slot();
   delete m;
   if (stats_ != nullptr) stats_->Kick();

@@ -117,6 +117,15 @@ class Runtime {
   // blocks whose valid bytes moved with the size), so its next accesses read the file.
   // Returns how many blocks kept their bytes (stored to meanwhile).
   absl::StatusOr<uint64_t> FileChanged(void* addr, size_t length, uint64_t file_size);
+  // Hands the mapping that starts at addr (exactly `length` long) to the kernel: its dirty
+  // blocks are written back and its journal settled, then the kernel's own MAP_SHARED
+  // mapping of the file replaces it at the same address, with the same bytes, and Umap
+  // forgets it. For what Umap's per-mapping cache cannot give: a second, overlapping
+  // mapping of the file in the process, another process writing the file. Threads touching
+  // it meanwhile wait, then find the kernel's mapping; none can store into it between its
+  // write-back and the replacement. On failure (the write-back's error) the mapping stays
+  // Umap's and nothing is lost.
+  absl::Status HandOff(void* addr, size_t length);
 
   umap_stats Stats() const;
 
@@ -325,7 +334,9 @@ class Runtime {
   void WaitForHandlers() { mapping_srcu_.Synchronize(); }
   absl::StatusOr<Mapping*> Lookup(void* addr, size_t length, bool exact)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void Destroy(Mapping* m);
+  // Forgets a mapping whose slot is cleared; `keep_range`: the address range is the
+  // kernel's now (HandOff), so it is neither unregistered nor released.
+  void Destroy(Mapping* m, bool keep_range = false);
   // The sink for a new writable mapping of `file`: journaled unless journal_mode is off.
   absl::StatusOr<std::unique_ptr<WriteBack>> MakeWriteBack(File* file);
   // Replays committed journal records of `file` left by an earlier run (not this runtime's).
@@ -364,6 +375,22 @@ class Runtime {
   // Mapping slots read lock-free by handlers; written under mu_.
   std::atomic<Mapping*> slots_[kMaxMappings] = {};
   std::atomic<uint32_t> slot_high_{0};
+  // Ranges handed to the kernel (HandOff), most recent kHandedOff of them, read lock-free
+  // by the signal handler: a fault raised before the hand-off is retried, not the
+  // application's.
+  static constexpr int kHandedOff = 64;
+  std::atomic<uint64_t> handed_off_base_[kHandedOff] = {};
+  std::atomic<uint64_t> handed_off_end_[kHandedOff] = {};
+  std::atomic<uint32_t> handed_off_next_{0};
+  bool WasHandedOff(uint64_t addr) const {
+    for (int i = 0; i < kHandedOff; ++i) {
+      if (addr >= handed_off_base_[i].load(std::memory_order_acquire) &&
+          addr < handed_off_end_[i].load(std::memory_order_acquire)) {
+        return true;
+      }
+    }
+    return false;
+  }
   // Read sections around every use of a mapping pointer on the fault path.
   Srcu mapping_srcu_;
   // Signal mode's staging buffers (IndexStack of indexes into one arena).

@@ -145,6 +145,16 @@ int64_t FileChanged(void* addr, size_t length, uint64_t file_size) {
   return kept.ok() ? static_cast<int64_t>(*kept) : Fail(kept.status());
 }
 
+int HandOff(void* addr, size_t length) {
+  umap_runtime* r = FindRuntime(addr, length);
+  if (r == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  absl::Status s = r->rt->HandOff(addr, length);
+  return s.ok() ? 0 : Fail(s);
+}
+
 umap_runtime* TEST_AdoptRuntime(std::unique_ptr<::umap::runtime::Runtime> rt) {
   if (rt == nullptr) {
     errno = EINVAL;
@@ -181,8 +191,7 @@ umap_runtime* umap_runtime_create(const umap_config* config) {
   absl::MutexLock cl(&g_checkpoint_mu);
   g_checkpoint_mu.Await(absl::Condition(
       +[](bool* quiesced) { return !*quiesced; }, &g_quiesced));
-  auto rt = ::umap::runtime::Runtime::Create(
-      ::umap::runtime::RuntimeOptions::FromConfig(*config));
+  auto rt = ::umap::runtime::Runtime::Create(::umap::runtime::RuntimeOptions::FromConfig(*config));
   if (!rt.ok()) {
     UMAP_LOG(kError, "umap_runtime_create: ", rt.status().ToString());
     errno = ErrnoFromStatus(rt.status());
@@ -235,8 +244,8 @@ umap_runtime* umap_default_runtime(void) {
 
 void* umap_ex2(umap_runtime* r, void* addr, size_t length, int prot, int flags, int fd,
                off_t offset, const umap_map_options* options) {
-  if (r == nullptr || (options != nullptr && options->write_range_count > 0 &&
-                       options->write_ranges == nullptr)) {
+  if (r == nullptr ||
+      (options != nullptr && options->write_range_count > 0 && options->write_ranges == nullptr)) {
     errno = EINVAL;
     return MAP_FAILED;
   }
@@ -290,8 +299,7 @@ int umsync(void* addr, size_t length, int flags) {
 }
 
 int umap_handle_signal(int sig, void* info, void* ucontext) {
-  return ::umap::runtime::DispatchFaultSignal(sig, static_cast<siginfo_t*>(info), ucontext) ? 1
-                                                                                           : 0;
+  return ::umap::runtime::DispatchFaultSignal(sig, static_cast<siginfo_t*>(info), ucontext) ? 1 : 0;
 }
 
 int umap_touch(void* addr, size_t length, int write) {

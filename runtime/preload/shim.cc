@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/keep_locks.h"
 #include "base/log.h"
 #include "runtime/options.h"
 #include "runtime/preload/range_set.h"
@@ -165,6 +166,17 @@ void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off
   if (rt == nullptr) return Refused(addr, len, prot, flags, fd, off, errno);
   struct stat st;
   if (::fstat(fd, &st) != 0) return Refused(addr, len, prot, flags, fd, off, errno);
+  // The process's other mappings of the file: one copy of each block (shim_views.cc).
+  switch (void* view; SameFile(st, fd, off, len, prot, fixed, &view)) {
+    case SameFileAnswer::kNone:
+      break;
+    case SameFileAnswer::kView:
+      return view;
+    case SameFileAnswer::kKernel:
+      return RealMmap(addr, len, prot, flags, fd, off);
+    case SameFileAnswer::kFailed:
+      return MAP_FAILED;
+  }
   const int own_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own_fd < 0) return Refused(addr, len, prot, flags, fd, off, errno);
   void* hint = fixed ? addr : (addr != nullptr ? static_cast<char*>(addr) - delta : nullptr);
@@ -172,7 +184,7 @@ void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off
                     off - static_cast<off_t>(delta));
   if (p == MAP_FAILED) {
     const int err = errno;
-    ::close(own_fd);
+    CloseKeepingLocks(own_fd);
     return Refused(addr, len, prot, flags, fd, off, err);
   }
   ShimMapping m;
@@ -192,7 +204,7 @@ void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off
       UMAP_LOG(kError, "libumap_preload: unmapping ", FdPath(fd),
                " failed: ", std::strerror(errno));
     }
-    ::close(own_fd);
+    CloseKeepingLocks(own_fd);
     UMAP_LOG(kError, "libumap_preload: more than ", MappingRegistry::kCapacity, " Umap mappings");
     errno = ENOMEM;
     return MAP_FAILED;
@@ -223,39 +235,8 @@ int Shim::UnmapEntry(int index, const ShimMapping& m) {
              " failed; the mapping stays (nothing is lost): ", std::strerror(err));
     return Fail(err);
   }
-  ::close(m.fd);
+  CloseKeepingLocks(m.fd);  // the program's POSIX locks on the file stay
   registry_.Remove(index);
-  return 0;
-}
-
-int Shim::ReleaseRange(uintptr_t addr, size_t len, const char* what) {
-  if (registry_.live() == 0 || len == 0) return 0;
-  const uintptr_t end = addr + RoundUp(len, page_);
-  RangeSet hits(registry_, addr, end);
-  if (hits.overflow()) {
-    UMAP_LOG(kError, "libumap_preload: ", what, " covers more than ", RangeSet::kMax,
-             " Umap mappings; refused");
-    return Fail(EINVAL);
-  }
-  // Check every mapping before unmapping any: a refused call changes nothing.
-  for (int i = 0; i < hits.size(); ++i) {
-    const ShimMapping& m = hits[i].m;
-    const bool touches_view = addr < m.user_end(page_) && m.user < end;
-    const bool covers_view = addr <= m.user && m.user_end(page_) <= end;
-    if (touches_view && !covers_view) {
-      UMAP_LOG(kError, "libumap_preload: ", what, " of [0x", absl::Hex(addr), ", 0x",
-               absl::Hex(end), ") would cut the Umap mapping of ", FdPath(m.fd), " at 0x",
-               absl::Hex(m.user), " (", m.user_len,
-               " bytes); refused (EINVAL): unmap the whole mapping");
-      return Fail(EINVAL);
-    }
-  }
-  for (int i = 0; i < hits.size(); ++i) {
-    const ShimMapping& m = hits[i].m;
-    if (!(addr <= m.user && m.user_end(page_) <= end)) continue;  // only its padding
-    if (!registry_.Claim(hits[i].index, m)) continue;             // another thread is unmapping it
-    if (UnmapEntry(hits[i].index, m) != 0) return -1;
-  }
   return 0;
 }
 

@@ -43,6 +43,7 @@
 #ifndef UMAP_RUNTIME_PRELOAD_SHIM_H_
 #define UMAP_RUNTIME_PRELOAD_SHIM_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -110,6 +111,40 @@ class Shim {
   int ReleaseRange(uintptr_t addr, size_t len, const char* what);
   // Unmaps one claimed entry with write-back and removes it; 0 or -1 with errno.
   int UnmapEntry(int index, const ShimMapping& m);
+
+  // --- several mappings of one file (shim_views.cc) ---
+  // The kernel gives a process one copy of each page of a file, however many times it maps
+  // it; Umap's cache is one per mapping. So a second mmap() of bytes that a Umap mapping of
+  // the file already holds, with a protection it allows, gets a view into that mapping (a
+  // pointer to the same cache: kView, *view set); one that overlaps such a mapping any
+  // other way hands the file's Umap mappings to the kernel (Runtime::HandOff: same
+  // addresses, same bytes) and is mapped by the kernel too (kKernel), and so is every later
+  // mapping of the file: all its mappings are then the kernel's, one copy again (logged
+  // once, naming the file and why). kFailed: the hand-off failed (errno set; nothing lost).
+  enum class SameFileAnswer { kNone, kView, kKernel, kFailed };
+  SameFileAnswer SameFile(const struct stat& st, int fd, off_t off, size_t len, int prot,
+                          bool fixed, void** view);
+  // The file is the kernel's for good (SameFile); false when the table is full.
+  bool Decline(const struct stat& st, const char* why, int fd);
+  bool Declined(const struct stat& st);
+  // Hands every Umap mapping of the file to the kernel; 0 or -1 with errno.
+  int HandOffFile(uint64_t dev, uint64_t ino);
+  // Views beyond a mapping's own (the first mmap() that made it): a registry index and the
+  // range the program got. A mapping is unmapped when its own view and all others are gone.
+  struct View {
+    int index = -1;  // -1: free
+    uintptr_t user = 0;
+    size_t len = 0;
+  };
+  static constexpr int kMaxViews = 1024;
+  static constexpr int kMaxDeclined = 256;
+  std::mutex views_mu_;  // views_, own_gone_, declined_: mmap/munmap paths only
+  View views_[kMaxViews];
+  bool own_gone_[MappingRegistry::kCapacity] = {};
+  FileKey declined_[kMaxDeclined];
+  int declined_count_ = 0;
+  // Counts (does not allocate) the views of registry entry `index`.
+  int ViewsOf(int index) const;
   void RegisterAtExitOnce();
   static void AtExit();
 

@@ -120,6 +120,15 @@ void* Shim::Mremap(void* old_addr, size_t old_len, size_t new_len, int flags, vo
              "mapping is refused (EINVAL)");
     return FailPtr(EINVAL);
   }
+  {
+    std::lock_guard<std::mutex> l(views_mu_);
+    if (own_gone_[hits[0].index] || ViewsOf(hits[0].index) > 0) {
+      UMAP_LOG(kError,
+               "libumap_preload: mremap of a Umap mapping that other mappings of the "
+               "same file share (views of one cache) is refused (EINVAL)");
+      return FailPtr(EINVAL);
+    }
+  }
   if ((flags & MREMAP_MAYMOVE) == 0) {
     UMAP_LOG(kWarn,
              "libumap_preload: a Umap mapping cannot be resized in place (ENOMEM); "

@@ -32,11 +32,13 @@ int umap_resume(void);
 
 }  // extern "C"
 
-// Beyond the C API, for the shim only (runtime/umap_c.cc; Runtime::PrepareFileChange and
-// Runtime::FileChanged): -1 with errno on failure. FileChanged returns how many blocks
-// kept their bytes.
+// Beyond the C API, for the shim only (runtime/umap_c.cc; Runtime::PrepareFileChange,
+// Runtime::FileChanged, Runtime::HandOff): -1 with errno on failure. FileChanged returns
+// how many blocks kept their bytes.
 int PrepareFileChange(void* addr, size_t length, bool for_read);
 int64_t FileChanged(void* addr, size_t length, uint64_t file_size);
+// Runtime::HandOff of the Umap mapping that starts at addr (map length `length`).
+int HandOff(void* addr, size_t length);
 
 }  // namespace umap::c_api
 

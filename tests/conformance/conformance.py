@@ -155,8 +155,9 @@ def run_once(case_path, mod, mode, user, preload, work):
 
 
 def served_and_declined(stderr):
+    """The files the shim's log says it served, and those it declined to the kernel."""
     served = re.findall(r"Umap serves (\S+)", stderr)
-    declined = re.findall(r"declin\w+ (\S+)", stderr)
+    declined = [f.rstrip(":") for f in re.findall(r"libumap_preload: declining (\S+)", stderr)]
     return served, declined
 
 
@@ -201,6 +202,8 @@ def main():
                 if p.get(k) != s.get(k):
                     print(f"    {k}: plain {p.get(k)!r} / shim {s.get(k)!r}")
         served, declined = served_and_declined(shim["stderr"])
+        print(f"    served by Umap: {len(served)} mappings of {len(set(served))} files; "
+              f"declined: {sorted(set(declined)) or 'none'}")
         for pattern in getattr(mod, "SERVED", []):
             if not any(re.search(pattern, f) for f in served):
                 failures.append(f"no file matching {pattern!r} was served by Umap "

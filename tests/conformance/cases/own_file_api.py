@@ -32,6 +32,7 @@ def run(d):
     with open(other, "wb") as f:
         f.write(b"O" * 8192)
     fd = os.open(path, os.O_RDWR)
+    rw = mmap.mmap(fd, SIZE)
     ro = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
     seen["first"] = ro[100]
     # Writes through the file API, seen by the read-only mapping.
@@ -55,8 +56,7 @@ def run(d):
     os.write(w, b"SPLICE")
     os.splice(r, fd, 6, offset_dst=30000)
     seen["splice_in"] = bytes(ro[30000:30006]).decode()
-    # Stores through a writable mapping, seen by the file API and by the other mapping.
-    rw = mmap.mmap(fd, SIZE)
+    # Stores through the writable mapping, seen by the file API and by the other mapping.
     rw[40000:40005] = b"STORE"
     seen["second_mapping"] = bytes(ro[40000:40005]).decode()
     seen["pread"] = os.pread(fd, 5, 40000).decode()
@@ -88,6 +88,21 @@ def run(d):
     seen["file_size"] = len(data)
     seen["file_has_store"] = data[40000:40005].decode()
     seen["file_sum"] = sum(data) % 1000003
+    # Read-only first, then writable: one copy either way (the shim declines this file to
+    # the kernel: Umap cannot turn a read-only mapping writable).
+    up = os.path.join(d, "upgrade.bin")
+    with open(up, "wb") as f:
+        f.write(b"u" * 65536)
+    fd = os.open(up, os.O_RDWR)
+    first = mmap.mmap(fd, 65536, mmap.MAP_SHARED, mmap.PROT_READ)
+    _ = first[10]
+    second = mmap.mmap(fd, 65536)
+    second[10:12] = b"UP"
+    seen["read_only_then_writable"] = bytes(first[10:12]).decode()
+    second.flush()
+    first.close()
+    second.close()
+    os.close(fd)
     return seen
 
 
