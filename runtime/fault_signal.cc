@@ -133,8 +133,22 @@ void ParkFaultingThread(uint32_t generation) {
 
 void WakeParkedThreads() {
   g_park.fetch_add(1, std::memory_order_acq_rel);
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_park), FUTEX_WAKE_PRIVATE, INT32_MAX,
-            nullptr, nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_park), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
+            nullptr, 0);
+}
+
+void LockFaultSignalForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
+
+void UnlockFaultSignalAfterFork(bool child) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (child) {
+    for (std::atomic<Runtime*>& r : g_runtimes) r.store(nullptr, std::memory_order_relaxed);
+  }
+  g_mu.Unlock();
+}
+
+void FaultSignalDispositionRestored() {
+  absl::MutexLock l(&g_mu);
+  g_installed = false;
 }
 
 bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext) {
@@ -155,8 +169,8 @@ bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext) {
 namespace {
 
 // Installs `handler` for `sig`, keeping the disposition it replaces in *previous.
-absl::Status Install(int sig, void (*handler)(int, siginfo_t*, void*),
-                     struct sigaction* previous, const char* what) {
+absl::Status Install(int sig, void (*handler)(int, siginfo_t*, void*), struct sigaction* previous,
+                     const char* what) {
   struct sigaction sa = {};
   sa.sa_sigaction = handler;
   // SA_NODEFER: a fault inside the handler's own work (it touches no Umap page, but a nested

@@ -58,6 +58,14 @@ uint32_t ParkGeneration();
 void ParkFaultingThread(uint32_t generation);
 // Bumps the generation and wakes every parked thread: each retries its access.
 void WakeParkedThreads();
+
+// fork(): held across it by the runtime's pthread_atfork handlers; in the child the
+// parent's runtimes are forgotten (their threads do not exist there).
+void LockFaultSignalForFork();
+void UnlockFaultSignalAfterFork(bool child);
+// The SIGBUS disposition is no longer Umap's handler (the LD_PRELOAD shim gave a fork()
+// child the program's own back): the next runtime in signal mode installs it again.
+void FaultSignalDispositionRestored();
 // Hands a signal on to the disposition `prev` that a Umap handler replaced: its handler, or
 // the default action (a fault re-executes the access and meets the default disposition; a
 // signal sent by kill(2) is raised again). Async-signal-safe.

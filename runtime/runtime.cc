@@ -24,6 +24,7 @@
 #include "runtime/journal_write_back.h"
 #include "runtime/mapping.h"
 #include "runtime/system_memory_probe.h"
+#include "runtime/umap_c_internal.h"
 
 namespace umap::runtime {
 namespace {
@@ -68,7 +69,22 @@ __attribute__((tls_model("initial-exec"))) thread_local pid_t t_tid = 0;
 // The address of this thread's last fault retried because its range had been handed to the
 // kernel (Runtime::WasHandedOff): a second fault there is the kernel's own SIGBUS.
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_handed_off_retry = 0;
-void ForgetTidInChild() { t_tid = 0; }
+// fork(): the process-wide locks are held across it, so the child finds them free; in the
+// child its thread has a new id, and the parent's runtimes, whose threads did not come
+// along, must never be reached (umap_c.cc, fault_signal.cc).
+void BeforeFork() {
+  c_api::LockForFork();
+  LockFaultSignalForFork();
+}
+void AfterForkInParent() {
+  UnlockFaultSignalAfterFork(/*child=*/false);
+  c_api::UnlockAfterFork(/*child=*/false);
+}
+void AfterForkInChild() {
+  t_tid = 0;
+  UnlockFaultSignalAfterFork(/*child=*/true);
+  c_api::UnlockAfterFork(/*child=*/true);
+}
 pid_t CurrentTid() {
   if (t_tid == 0) [[unlikely]] {
     t_tid = static_cast<pid_t>(::syscall(SYS_gettid));
@@ -137,7 +153,7 @@ absl::Status Runtime::Start() {
     for (uint32_t i = 0; i < kStagingBuffers; ++i) staging_free_->Push(i);
     static std::once_flag atfork;
     std::call_once(atfork, [] {
-      if (int err = ::pthread_atfork(nullptr, nullptr, ForgetTidInChild)) {
+      if (int err = ::pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild)) {
         // Only a fork() child that faults on a runtime of its own would notice: its
         // references would be kept under its parent's thread id until reclaimed as dead.
         UMAP_LOG(kWarn, "pthread_atfork failed (errno ", err,

@@ -125,6 +125,19 @@ int Fail(const absl::Status& s) {
 
 }  // namespace
 
+void LockForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  g_checkpoint_mu.Lock();
+  g_mu.Lock();
+}
+
+void UnlockAfterFork(bool child) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // The parent's runtimes stay in the child's memory, never reached again: their threads
+  // are gone.
+  if (child) Runtimes().clear();
+  g_mu.Unlock();
+  g_checkpoint_mu.Unlock();
+}
+
 int PrepareFileChange(void* addr, size_t length, bool for_read) {
   umap_runtime* r = FindRuntime(addr, std::max<size_t>(length, 1));
   if (r == nullptr) {

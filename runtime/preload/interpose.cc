@@ -20,8 +20,9 @@ namespace {
 
 // The shim when this call should go through it, else null.
 inline Shim* Active() {
+  if (ReentryGuard::active()) return nullptr;
   Shim* s = Shim::Get();
-  return s != nullptr && !ReentryGuard::active() ? s : nullptr;
+  return s != nullptr ? s : Shim::AdoptInChild();  // a fork() child's first call
 }
 
 // Runs the library's constructor before main(), and before most other libraries'

@@ -29,8 +29,9 @@ namespace real = umap::preload;
 namespace {
 
 inline Shim* Active() {
+  if (ReentryGuard::active()) return nullptr;
   Shim* s = Shim::Get();
-  return s != nullptr && !ReentryGuard::active() ? s : nullptr;
+  return s != nullptr ? s : Shim::AdoptInChild();  // a fork() child's first call
 }
 
 size_t IovBytes(const struct iovec* iov, int iovcnt) {

@@ -80,6 +80,8 @@ class MappingRegistry {
   void SetFileSize(int i, uint64_t size) {
     slots_[i].file_size.store(size, std::memory_order_relaxed);
   }
+  // Entry i's protection changed (a fork child's mapping, made read-only again).
+  void SetProt(int i, int prot) { slots_[i].prot.store(prot, std::memory_order_relaxed); }
 
   // Calls fn(index, mapping) for every live entry. Lock-free (a fork() child may use it).
   template <typename Fn>

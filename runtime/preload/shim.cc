@@ -32,11 +32,6 @@ using c_api::umsync;
 using c_api::uunmap;
 
 thread_local bool ReentryGuard::inside_ = false;
-std::atomic<Shim*> Shim::active_{nullptr};
-
-namespace {
-
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 std::string FdPath(int fd) {
   char link[64], path[4096];
@@ -44,6 +39,12 @@ std::string FdPath(int fd) {
   const ssize_t n = ::readlink(link, path, sizeof(path) - 1);
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : absl::StrCat("fd ", fd);
 }
+std::atomic<Shim*> Shim::active_{nullptr};
+std::atomic<Shim*> Shim::adopt_{nullptr};
+
+namespace {
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 umap_config LoadConfig(int* err) {
   umap_config c;
@@ -96,7 +97,7 @@ void Shim::Install() {
   std::call_once(once, [] {
     ReentryGuard guard;
     Shim* shim = new Shim();  // never destroyed: calls arrive until the process is gone
-    if (int err = ::pthread_atfork(nullptr, nullptr, &Shim::AfterForkInChild); err != 0) {
+    if (int err = ::pthread_atfork(nullptr, nullptr, &Shim::ChildBeforeRuntime); err != 0) {
       UMAP_LOG(kError, "libumap_preload: pthread_atfork failed (", std::strerror(err),
                "); disabled: every mapping goes to the kernel");
       return;
@@ -111,6 +112,16 @@ umap_runtime* Shim::Runtime() {
   if (runtime_ == nullptr && runtime_errno_ == 0) {
     sigbus_.BeforeRuntime();
     runtime_ = umap_runtime_create(&config_);
+    // After the runtime's own fork handlers (fork() runs prepare handlers in reverse order
+    // of registration, child handlers in order): the mappings are written back while the
+    // runtime still runs, and the child's view is made once its locks are free again.
+    static std::once_flag fork_handlers;
+    std::call_once(fork_handlers, [] {
+      if (int err = ::pthread_atfork(&Shim::BeforeForkInParent, nullptr, &Shim::AfterForkInChild)) {
+        UMAP_LOG(kError, "libumap_preload: pthread_atfork failed (", std::strerror(err),
+                 "): a fork() child of this process cannot touch its Umap mappings (SIGSEGV)");
+      }
+    });
     umap_stats st;
     if (runtime_ != nullptr && umap_get_stats(runtime_, &st) == 0 &&
         st.fault_mode == UMAP_FAULT_SIGNAL) {
@@ -269,28 +280,6 @@ void Shim::AtExit() {
   }
   s->runtime_ = nullptr;
   s->runtime_errno_ = ESHUTDOWN;
-}
-
-void Shim::AfterForkInChild() {
-  // Runs in the child of fork(), where only async-signal-safe calls are allowed and the
-  // runtime's threads do not exist: no locks, no allocation. A parent that never started a
-  // runtime has no Umap state the child could inherit half-made: the child keeps the shim.
-  Shim* s = active_.load(std::memory_order_acquire);
-  if (s == nullptr) return;
-  if (!s->runtime_touched_.load(std::memory_order_seq_cst)) {
-    s->pid_.store(::getpid(), std::memory_order_relaxed);
-    return;
-  }
-  // Otherwise every call goes to libc from here on, and each Umap mapping becomes a plain
-  // read-only view of its file. SIGBUS goes back to the program's own disposition: the
-  // parent's runtime (copied into the child, its threads gone) must never serve a fault.
-  active_.store(nullptr, std::memory_order_release);
-  s->sigbus_.RestoreProgramDisposition();
-  s->registry_.ForEachLive([](int, const ShimMapping& m) {
-    // If this fails the range stays unmapped: SIGSEGV on access, never zeros.
-    RealMmap(reinterpret_cast<void*>(m.base), m.map_len, PROT_READ, MAP_SHARED | MAP_FIXED, m.fd,
-             static_cast<off_t>(m.map_offset));
-  });
 }
 
 }  // namespace umap::preload

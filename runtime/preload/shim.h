@@ -49,6 +49,7 @@
 #include <atomic>
 #include <cstddef>
 #include <mutex>
+#include <string>
 
 #include "runtime/preload/file_api.h"
 #include "runtime/preload/kernel_access.h"
@@ -74,6 +75,9 @@ class ReentryGuard {
   const bool was_;
 };
 
+// The path of the file open on `fd` (for log lines), or "fd N".
+std::string FdPath(int fd);
+
 class Shim {
  public:
   enum class Fallback { kRefuse, kKernel };
@@ -82,8 +86,17 @@ class Shim {
   // UMAP_PRELOAD_FALLBACK and the runtime's UMAP_* variables). Called once, from the
   // library's constructor; the object is never destroyed (calls arrive during exit).
   static void Install();
-  // The shim, or null before Install() (or in a fork() child, where everything goes to libc).
+  // The shim, or null before Install() (or in a fork() child until it adopted its
+  // mappings: AdoptInChild).
   static Shim* Get() { return active_.load(std::memory_order_acquire); }
+  // A fork() child's first interposed call (from a thread not inside the shim): the
+  // mappings it inherited, which the fork left as the kernel's read-only views of their
+  // files, become Umap's again in a runtime of the child's own, at the same addresses,
+  // read-only (docs/preload.md, "fork"). Null (nothing to adopt, or another thread is
+  // adopting: its calls go to libc meanwhile) or the shim.
+  static Shim* AdoptInChild() {
+    return adopt_.load(std::memory_order_relaxed) == nullptr ? nullptr : Adopt();
+  }
 
   void* Mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off);
   int Munmap(void* addr, size_t len);
@@ -154,9 +167,16 @@ class Shim {
   static void BeforeExit() { AtExit(); }
 
  private:
+  // A child forked before the runtime started keeps the shim, and is its owner now.
+  static void ChildBeforeRuntime();
+  static void BeforeForkInParent();
   static void AfterForkInChild();
+  static Shim* Adopt();
+  // Re-makes each inherited mapping with the child's runtime; false leaves it the kernel's.
+  bool AdoptMapping(int index, const ShimMapping& m);
 
   static std::atomic<Shim*> active_;
+  static std::atomic<Shim*> adopt_;  // a fork() child's shim, until AdoptInChild ran
 
   const size_t page_;
   // The process the shim belongs to; a child forked before the runtime started keeps the

@@ -28,13 +28,6 @@ int Fail(int err) {
   return -1;
 }
 
-std::string PathOf(int fd) {
-  char link[64], path[4096];
-  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-  const ssize_t n = ::readlink(link, path, sizeof(path) - 1);
-  return n > 0 ? std::string(path, static_cast<size_t>(n)) : absl::StrCat("fd ", fd);
-}
-
 }  // namespace
 
 int Shim::ViewsOf(int index) const {
@@ -58,7 +51,7 @@ bool Shim::Decline(const struct stat& st, const char* why, int fd) {
   if (declined_count_ == kMaxDeclined) return false;
   declined_[declined_count_++] = {static_cast<uint64_t>(st.st_dev),
                                   static_cast<uint64_t>(st.st_ino)};
-  UMAP_LOG(kWarn, "libumap_preload: declining ", PathOf(fd), ": ", why,
+  UMAP_LOG(kWarn, "libumap_preload: declining ", FdPath(fd), ": ", why,
            "; the kernel maps it from now on (all its mappings in this process)");
   return true;
 }
@@ -70,7 +63,7 @@ int Shim::HandOffFile(uint64_t dev, uint64_t ino) {
     if (c_api::HandOff(reinterpret_cast<void*>(m.base), m.map_len) != 0) {
       const int err = errno;
       registry_.Release(index);
-      UMAP_LOG(kError, "libumap_preload: handing ", PathOf(m.fd), " to the kernel failed (",
+      UMAP_LOG(kError, "libumap_preload: handing ", FdPath(m.fd), " to the kernel failed (",
                std::strerror(err), "); it stays with Umap and nothing is lost");
       rc = Fail(err);
       return;
@@ -114,7 +107,7 @@ Shim::SameFileAnswer Shim::SameFile(const struct stat& st, int fd, off_t off, si
       if (v.index >= 0) continue;
       v = {host, hm.base + static_cast<uintptr_t>(lo - hm.map_offset), len};
       *view = reinterpret_cast<void*>(v.user);
-      UMAP_LOG(kInfo, "libumap_preload: Umap serves ", PathOf(hm.fd), " [", lo, ", ", hi, ") at 0x",
+      UMAP_LOG(kInfo, "libumap_preload: Umap serves ", FdPath(hm.fd), " [", lo, ", ", hi, ") at 0x",
                absl::Hex(v.user), ", a view of its mapping at 0x", absl::Hex(hm.user));
       return SameFileAnswer::kView;
     }
@@ -154,7 +147,7 @@ int Shim::ReleaseRange(uintptr_t addr, size_t len, const char* what) {
     }
     if (cut) {
       UMAP_LOG(kError, "libumap_preload: ", what, " of [0x", absl::Hex(addr), ", 0x",
-               absl::Hex(end), ") would cut the Umap mapping of ", PathOf(m.fd), " at 0x",
+               absl::Hex(end), ") would cut the Umap mapping of ", FdPath(m.fd), " at 0x",
                absl::Hex(m.user), " (", m.user_len,
                " bytes); refused (EINVAL): unmap the whole mapping");
       return Fail(EINVAL);

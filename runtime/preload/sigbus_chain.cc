@@ -69,6 +69,10 @@ void SigbusChain::RestoreProgramDisposition() {
   if (!active()) return;
   const struct sigaction view = views_[current_.load(std::memory_order_acquire)];
   RealSigaction(SIGBUS, &view, nullptr);
+  // The chain starts over: a child that adopts its mappings (Shim::AdoptInChild) takes
+  // this disposition as the program's again when its own runtime starts.
+  installed_.store(false, std::memory_order_relaxed);
+  active_.store(false, std::memory_order_release);
 }
 
 void SigbusChain::Handler(int sig, siginfo_t* info, void* ucontext) {

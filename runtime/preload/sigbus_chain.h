@@ -39,7 +39,8 @@ class SigbusChain {
   int Sigaction(const struct sigaction* act, struct sigaction* old);
 
   // In a fork() child, whose shim is off: gives the kernel the program's own disposition
-  // back (the parent's Umap state must not be used from the child). Async-signal-safe.
+  // back (the parent's Umap state must not be used from the child), and deactivates the
+  // chain until the child's own runtime starts. Async-signal-safe.
   void RestoreProgramDisposition();
 
  private:

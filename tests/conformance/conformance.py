@@ -10,8 +10,10 @@ decline them. docs/preload.md's table of mmap behaviours is what these cases che
 
 Each case is one file in cases/: a module with run(dir) -> dict (what the program
 observed), SERVED (regular expressions of the file names the shim must serve), and
-optionally CGROUP_BYTES (both runs go into a fresh memory cgroup of that limit) and
-TIMEOUT (seconds per run). The runs happen in a fresh directory that both users may write.
+optionally CGROUP_BYTES (both runs go into a fresh memory cgroup of that limit), TIMEOUT
+(seconds per run), NEEDS (capabilities, as faultinject/probe-capability names them) and
+LOG_MUST_MATCH (regular expressions the shim's log must match, e.g. that forked children
+were served too). The runs happen in a fresh directory that both users may write.
 
 As `nobody` the runs go through setpriv (the shim then runs with user-mode-only
 userfaultfd). Exit: 0 pass, 1 fail (the difference printed), 77 a capability this machine
@@ -115,7 +117,7 @@ def run_once(case_path, mod, mode, user, preload, work):
     for k in list(env):
         if k.startswith("UMAP_") or k == "LD_PRELOAD":
             del env[k]
-    env["TMPDIR"] = work
+    env["TMPDIR"] = d  # temporary files too are in the directory the shim serves
     env["HOME"] = work
     if mode == "shim":
         env["LD_PRELOAD"] = preload
@@ -211,6 +213,9 @@ def main():
             for f in declined:
                 if re.search(pattern, f):
                     failures.append(f"{f} was declined (its log line is in the output)")
+        for pattern in getattr(mod, "LOG_MUST_MATCH", []):
+            if not re.search(pattern, shim["stderr"]):
+                failures.append(f"the shim's log has no line matching {pattern!r}")
         if failures:
             print(shim["stderr"][-6000:])
     finally:
