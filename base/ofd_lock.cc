@@ -69,8 +69,8 @@ absl::StatusOr<std::unique_ptr<OfdLockFile>> OfdLockFile::Reopen(int fd, bool wr
   return std::unique_ptr<OfdLockFile>(new OfdLockFile(nfd, -1, name));
 }
 
-absl::StatusOr<std::unique_ptr<OfdLockFile>> OfdLockFile::Open(const std::string& path,
-                                                               bool create, bool direct) {
+absl::StatusOr<std::unique_ptr<OfdLockFile>> OfdLockFile::Open(const std::string& path, bool create,
+                                                               bool direct) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
   if (fd < 0) return PosixError(errno, absl::StrCat("opening ", path));
   int dfd = -1;
@@ -89,6 +89,7 @@ OfdLockFile::~OfdLockFile() {
 
 absl::StatusOr<std::optional<LockConflict>> OfdLockFile::TryLock(uint64_t start, uint64_t length,
                                                                  bool exclusive) {
+  InternalIo internal;  // Umap's own lock: the LD_PRELOAD shim leaves it alone
   const short type = exclusive ? F_WRLCK : F_RDLCK;
   for (int attempt = 1;; ++attempt) {
     struct flock fl = MakeFlock(type, start, length);
@@ -96,10 +97,10 @@ absl::StatusOr<std::optional<LockConflict>> OfdLockFile::TryLock(uint64_t start,
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN && err != EACCES) {
-      return PosixError(err, absl::StrCat("F_OFD_SETLK on bytes [", start, ", ",
-                                          length == 0 ? std::string("end")
-                                                      : absl::StrCat(start + length),
-                                          ") of ", name_));
+      return PosixError(
+          err, absl::StrCat("F_OFD_SETLK on bytes [", start, ", ",
+                            length == 0 ? std::string("end") : absl::StrCat(start + length),
+                            ") of ", name_));
     }
     // Who is in the way. The holder may have let go meanwhile: then try again, a few times.
     absl::StatusOr<std::optional<LockConflict>> c = Test(start, length, exclusive);
@@ -116,6 +117,7 @@ absl::StatusOr<std::optional<LockConflict>> OfdLockFile::TryLock(uint64_t start,
 }
 
 absl::Status OfdLockFile::Unlock(uint64_t start, uint64_t length) {
+  InternalIo internal;  // Umap's own lock: the LD_PRELOAD shim leaves it alone
   struct flock fl = MakeFlock(F_UNLCK, start, length);
   while (::fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
     if (errno != EINTR) return PosixError(errno, absl::StrCat("unlocking ", name_));
@@ -148,8 +150,8 @@ absl::Status OfdLockFile::WriteDurably(uint64_t offset, absl::Span<const char> s
   InternalIo internal;
   size_t done = 0;
   while (done < src.size()) {
-    const ssize_t n = ::pwrite(fd_, src.data() + done, src.size() - done,
-                               static_cast<off_t>(offset + done));
+    const ssize_t n =
+        ::pwrite(fd_, src.data() + done, src.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return PosixError(n < 0 ? errno : EIO, absl::StrCat("writing ", name_));
     done += static_cast<size_t>(n);
@@ -194,7 +196,8 @@ std::vector<std::pair<std::string, std::string>> OfdLockFile::OwnerRecords() {
     char value[1024];
     const ssize_t v = ::fgetxattr(fd_, k.c_str(), value, sizeof(value));
     if (v < 0) continue;  // removed meanwhile, or too long to be ours
-    out.emplace_back(k.substr(sizeof(kOwnerPrefix) - 1), std::string(value, static_cast<size_t>(v)));
+    out.emplace_back(k.substr(sizeof(kOwnerPrefix) - 1),
+                     std::string(value, static_cast<size_t>(v)));
   }
   return out;
 }

@@ -964,6 +964,8 @@ void Mapping::FinishEvict(const EvictionBatch::Victim& victim) {
 }
 
 bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
+  if (!ForeignRefusal().ok()) return false;  // kept in memory, never written (conflict)
+  OwnWrite own(this);
   ShadowPool& shadows = rt_->shadows();
   std::vector<uint32_t> order(ids.begin(), ids.end());
   std::sort(order.begin(), order.end(),
@@ -1062,8 +1064,10 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
     rt_->counters().shared_syncs.fetch_add(1, std::memory_order_relaxed);
     return absl::OkStatus();
   }
+  if (absl::Status refused = ForeignRefusal(); !refused.ok()) return refused;
   const uint64_t started = sync_tickets_.load(std::memory_order_acquire);
   sync_started_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
+  OwnWrite own(this);
   // The capture buffer holds at most umsync_chunk_bytes whatever the range's size. Atomic
   // policy: the whole range is one transaction (SyncStaging). Otherwise the range is synced
   // in chunks of that many bytes of blocks.
@@ -1089,8 +1093,8 @@ absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   return status;
 }
 
-absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
-                                  size_t max_bytes, uint64_t* next) {
+absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap, size_t max_bytes,
+                                   uint64_t* next) {
   if (next != nullptr) *next = end;
   // Size the buffer once from a first look at the dirty bits (blocks dirtied meanwhile
   // still fit: the vector grows), instead of doubling it block by block.
@@ -1154,8 +1158,8 @@ absl::Status Mapping::CaptureDirty(uint64_t first, uint64_t end, Capture* cap,
     // is published) and has written, even returned to call this umsync: wait for it.
     Table::Entry peek = table_.Load(b);
     if (!peek.dirty() && !peek.locked()) continue;
-    if (n > 0 && (n == kMaxBatch || b - batch_blocks[0] >= kMaxSpan ||
-                  b - batch_blocks[n - 1] > max_gap)) {
+    if (n > 0 &&
+        (n == kMaxBatch || b - batch_blocks[0] >= kMaxSpan || b - batch_blocks[n - 1] > max_gap)) {
       RETURN_IF_ERROR(flush());
     }
     Table::Entry e = table_.Lock(b);
@@ -1294,8 +1298,8 @@ absl::Status Mapping::SyncStaging(uint64_t first, uint64_t end, size_t chunk_byt
       b = next;
       continue;
     }
-    if (r.ok()) r = write_back_->Sync(ImagesOf(cap), first_file_block() + first,
-                                      first_file_block() + end);
+    if (r.ok())
+      r = write_back_->Sync(ImagesOf(cap), first_file_block() + first, first_file_block() + end);
     SettleCapture(cap, first, end, r);
     return r.status;
   }

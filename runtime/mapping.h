@@ -183,6 +183,22 @@ class Mapping final : public io::IoFileClient {
   // to meanwhile keeps its bytes. Returns how many blocks kept theirs.
   // REQUIRES: the caller wrote back the range's dirty blocks first (Runtime::PrepareFileChange).
   uint64_t FileChanged(uint64_t first, uint64_t end, uint64_t file_size);
+  // Another process changed the file, now `file_size` bytes (noticed through its times and
+  // size, which this mapping's own write-backs move too). A smaller size is a truncation:
+  // taken in (SIGBUS past it, nothing written back past it), the rest stays. Within
+  // kOwnWriteWindow of an own write-back any other change counts as the mapping's own.
+  // Otherwise, with nothing of the mapping unwritten, its copies are dropped (it reads the
+  // other's bytes); with unwritten blocks it refuses every write-back from now on (EBUSY,
+  // logged): writing its whole blocks back would overwrite the other's bytes in them.
+  enum class Foreign { kOwn, kDropped, kRefused };
+  Foreign ForeignChange(uint64_t file_size);
+  // The refusal a foreign change set (OK: none).
+  absl::Status ForeignRefusal() {
+    if (!foreign_refused_.load(std::memory_order_acquire)) return absl::OkStatus();
+    absl::MutexLock l(&foreign_mu_);
+    return foreign_status_;
+  }
+  static constexpr int64_t kOwnWriteWindowUs = 1'000'000;
 
   // Runtime::HandOff: while set, faults on this mapping wait (signal mode: parked outside
   // the handlers' read section; handler mode: left blocked in the kernel).
@@ -218,6 +234,24 @@ class Mapping final : public io::IoFileClient {
   // returns how many kept theirs. DropCopy: one block; false when it kept its bytes.
   uint64_t DropCopies(uint64_t first, uint64_t end, bool drop_dirty);
   bool DropCopy(uint64_t block, bool drop_dirty);
+  // A write-back of the mapping runs for the length of the scope (the file's times move
+  // meanwhile, and for kOwnWriteWindowUs after).
+  class OwnWrite {
+   public:
+    explicit OwnWrite(Mapping* m) : m_(m) {
+      m_->own_writes_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    ~OwnWrite() {
+      m_->NoteOwnWrite();
+      m_->own_writes_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    OwnWrite(const OwnWrite&) = delete;
+    OwnWrite& operator=(const OwnWrite&) = delete;
+
+   private:
+    Mapping* const m_;
+  };
+  void NoteOwnWrite();
   // Bytes of `block` inside the file (0 when the block is wholly past end of file).
   size_t ValidBytes(uint64_t block) const;
   bool InSync(uint64_t block) const {
@@ -373,6 +407,11 @@ class Mapping final : public io::IoFileClient {
   }
 
   std::atomic<bool> handing_off_{false};
+  std::atomic<uint64_t> last_own_write_us_{0};
+  std::atomic<int> own_writes_{0};  // write-backs running now (OwnWrite)
+  std::atomic<bool> foreign_refused_{false};
+  absl::Mutex foreign_mu_;
+  absl::Status foreign_status_ ABSL_GUARDED_BY(foreign_mu_);
   absl::Mutex sync_mu_;  // one umsync per mapping at a time
   // Group commit (Sync): tickets taken on entry; the last successful umsync's range and the
   // ticket count when it started.

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/posix_error.h"
 #include "runtime/mapping.h"
 #include "runtime/runtime.h"
 
@@ -103,6 +105,44 @@ uint64_t Mapping::FileChanged(uint64_t first, uint64_t end, uint64_t file_size) 
     }
   }
   return kept;
+}
+
+void Mapping::NoteOwnWrite() {
+  last_own_write_us_.store(rt_->env()->NowMicros(), std::memory_order_relaxed);
+}
+
+Mapping::Foreign Mapping::ForeignChange(uint64_t file_size) {
+  if (file_size < this->file_size()) {
+    FileChanged(0, 0, file_size);
+    return Foreign::kOwn;
+  }
+  const uint64_t now = rt_->env()->NowMicros();
+  const uint64_t last = last_own_write_us_.load(std::memory_order_relaxed);
+  if (own_writes_.load(std::memory_order_acquire) > 0 ||
+      now - last < static_cast<uint64_t>(kOwnWriteWindowUs)) {
+    return Foreign::kOwn;
+  }
+  bool unwritten = dirty_blocks() > 0 || shadows_pending_.load(std::memory_order_acquire) > 0;
+  for (uint64_t b = 0; b < table_.size() && !unwritten; ++b) {
+    unwritten = table_.Load(b).staged();  // an evicted image the sink keeps (atomic policy)
+  }
+  if (!unwritten) {
+    FileChanged(0, table_.size(), file_size);
+    return Foreign::kDropped;
+  }
+  {
+    absl::MutexLock l(&foreign_mu_);
+    if (!foreign_refused_.load(std::memory_order_relaxed)) {
+      foreign_status_ = PosixError(
+          EBUSY, absl::StrCat("umap: another process changed ", file_->name(),
+                              " while this mapping held unwritten changes: writing its "
+                              "blocks back would overwrite the other's bytes in them, so it "
+                              "writes nothing more (its changes stay in memory, unwritten)"));
+      UMAP_LOG(kError, foreign_status_.message());
+      foreign_refused_.store(true, std::memory_order_release);
+    }
+  }
+  return Foreign::kRefused;
 }
 
 }  // namespace umap::runtime

@@ -117,6 +117,10 @@ class Runtime {
   // blocks whose valid bytes moved with the size), so its next accesses read the file.
   // Returns how many blocks kept their bytes (stored to meanwhile).
   absl::StatusOr<uint64_t> FileChanged(void* addr, size_t length, uint64_t file_size);
+  // Another process changed the file of the mapping containing addr, now `file_size`
+  // bytes (Mapping::ForeignChange): 0 taken as the mapping's own change, 1 copies dropped,
+  // 2 write-backs refused from now on (EBUSY).
+  absl::StatusOr<int> ForeignChange(void* addr, uint64_t file_size);
   // Hands the mapping that starts at addr (exactly `length` long) to the kernel: its dirty
   // blocks are written back and its journal settled, then the kernel's own MAP_SHARED
   // mapping of the file replaces it at the same address, with the same bytes, and Umap

@@ -19,7 +19,10 @@ absl::Status Runtime::PrepareFileChange(void* addr, size_t length, bool for_read
   RETURN_IF_ERROR(op.status());
   absl::ReaderMutexLock l(&mu_);
   ASSIGN_OR_RETURN(Mapping * m, Lookup(addr, std::max<size_t>(length, 1), /*exact=*/false));
-  if (!m->writable()) return absl::OkStatus();
+  // A mapping that refuses its write-backs since another process changed the file
+  // (Mapping::ForeignChange) has nothing it may write: the program's call goes on with the
+  // file as it is.
+  if (!m->writable() || !m->ForeignRefusal().ok()) return absl::OkStatus();
   const uint64_t a = reinterpret_cast<uint64_t>(addr) - reinterpret_cast<uint64_t>(m->base());
   const uint64_t first = a / geo_.block_size;
   const uint64_t end = (a + length + geo_.block_size - 1) / geo_.block_size;
@@ -42,6 +45,14 @@ absl::StatusOr<uint64_t> Runtime::FileChanged(void* addr, size_t length, uint64_
 }  // namespace umap::runtime
 
 namespace umap::runtime {
+
+absl::StatusOr<int> Runtime::ForeignChange(void* addr, uint64_t file_size) {
+  Operation op(this);
+  RETURN_IF_ERROR(op.status());
+  absl::ReaderMutexLock l(&mu_);
+  ASSIGN_OR_RETURN(Mapping * m, Lookup(addr, 1, /*exact=*/false));
+  return static_cast<int>(m->ForeignChange(file_size));
+}
 
 absl::Status Runtime::HandOff(void* addr, size_t length) {
   Operation op(this);

@@ -68,6 +68,8 @@ std::string ProcessState() {
   return parts.size() == 1 ? only : absl::StrJoin(parts, ", ");
 }
 
+CheckpointHooks g_hooks;  // set once, by the LD_PRELOAD shim
+
 absl::Status QuiesceAll() {
   absl::MutexLock l(&g_checkpoint_mu);
   std::vector<umap_runtime*> rts = AllRuntimes();
@@ -93,11 +95,13 @@ absl::Status QuiesceAll() {
     g_quiesced = false;
     return s;
   }
+  if (g_hooks.after_quiesce != nullptr) g_hooks.after_quiesce();
   return absl::OkStatus();
 }
 
 absl::Status ResumeAll() {
   absl::MutexLock l(&g_checkpoint_mu);
+  if (g_quiesced && g_hooks.before_resume != nullptr) g_hooks.before_resume();
   absl::Status first;
   bool any_quiesced = false;
   for (umap_runtime* r : AllRuntimes()) {
@@ -124,6 +128,11 @@ int Fail(const absl::Status& s) {
 }
 
 }  // namespace
+
+void SetCheckpointHooks(const CheckpointHooks& hooks) {
+  absl::MutexLock l(&g_checkpoint_mu);
+  g_hooks = hooks;
+}
 
 void LockForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   g_checkpoint_mu.Lock();
@@ -156,6 +165,16 @@ int64_t FileChanged(void* addr, size_t length, uint64_t file_size) {
   }
   absl::StatusOr<uint64_t> kept = r->rt->FileChanged(addr, length, file_size);
   return kept.ok() ? static_cast<int64_t>(*kept) : Fail(kept.status());
+}
+
+int ForeignChange(void* addr, uint64_t file_size) {
+  umap_runtime* r = FindRuntime(addr, 1);
+  if (r == nullptr) {
+    errno = ENOMEM;
+    return -1;
+  }
+  absl::StatusOr<int> what = r->rt->ForeignChange(addr, file_size);
+  return what.ok() ? *what : Fail(what.status());
 }
 
 int HandOff(void* addr, size_t length) {

@@ -20,6 +20,15 @@ umap_runtime* TEST_AdoptRuntime(std::unique_ptr<runtime::Runtime> rt);
 // that the child finds them free; in the child the parent's runtimes are forgotten (their
 // threads do not exist there), so that the C API never reaches them and a runtime of the
 // child's own can be created.
+// Checkpoints: called once every runtime quiesced (umap_quiesce), and before they resume
+// (umap_resume): the LD_PRELOAD shim drops and takes again locks of its own, which CRIU
+// would refuse to dump.
+struct CheckpointHooks {
+  void (*after_quiesce)() = nullptr;
+  void (*before_resume)() = nullptr;
+};
+void SetCheckpointHooks(const CheckpointHooks& hooks);
+
 void LockForFork();
 void UnlockAfterFork(bool child);
 

@@ -9,6 +9,7 @@
 
 #include "base/internal_io.h"
 #include "base/log.h"
+#include "runtime/preload/node_files.h"
 #include "runtime/preload/umap_c_api.h"
 
 namespace umap::preload {
@@ -55,6 +56,9 @@ void FileApi::ForEachOverlap(const FileKey& key, uint64_t off, uint64_t len, Fn&
 }
 
 int FileApi::BeforeWrite(const FileKey& key, uint64_t off, uint64_t len) const {
+  // Another process's Umap cache of the file could not see the write: the file goes to the
+  // kernel in every process first.
+  if (nodes_->BeforeFileWrite(key) != 0) return -1;
   return Prepare(key, off, len, /*for_read=*/false);
 }
 
@@ -85,6 +89,7 @@ void FileApi::AfterWrite(const FileKey& key, int fd, uint64_t off, uint64_t done
   struct stat st;
   const int rc = fd >= 0 ? ::fstat(fd, &st) : ::stat(path, &st);
   uint64_t size = rc == 0 ? static_cast<uint64_t>(st.st_size) : kToEnd;
+  if (rc == 0) nodes_->Wrote(key, st);
   ForEachOverlap(key, off, done, [&](int i, const ShimMapping& m, void* addr, size_t n) {
     const uint64_t now = size == kToEnd ? m.file_size : size;
     if (n == 0 && now == m.file_size) return;

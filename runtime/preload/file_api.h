@@ -17,8 +17,9 @@
 //   - fsync, fdatasync and sync_file_range of a mapped file umsync its writable mappings
 //     first: the kernel's fsync makes stores through a mapping durable too.
 // A write that cannot say which bytes it changes (an unknown offset) drops the copies of
-// the whole file. Umap's own I/O on the file (InternalIo) and calls made inside the shim
-// (ReentryGuard) go straight to the kernel.
+// the whole file. A write to a file that another process of the node maps with Umap gives
+// the file to the kernel in every process first (NodeFiles). Umap's own I/O on the file
+// (InternalIo) and calls made inside the shim (ReentryGuard) go straight to the kernel.
 //
 // Cost: with no Umap mapping, one relaxed load per call; with one, an fstat of the
 // descriptor per call (to tell whether it is a mapped file), and for a mapped file the
@@ -41,13 +42,15 @@ struct FileKey {
   uint64_t ino = 0;
 };
 
+class NodeFiles;
+
 class FileApi {
  public:
   // Bytes to the end of the file and beyond (a resize, or an unknown range).
   static constexpr uint64_t kToEnd = ~0ull;
 
-  // `registry` must outlive this object.
-  explicit FileApi(MappingRegistry* registry) : registry_(registry) {}
+  // `registry` and `nodes` must outlive this object.
+  FileApi(MappingRegistry* registry, NodeFiles* nodes) : registry_(registry), nodes_(nodes) {}
 
   // The file open on `fd`, when the process has a Umap mapping of it (false otherwise,
   // and always while the calling thread does Umap's own I/O).
@@ -80,6 +83,7 @@ class FileApi {
   int Prepare(const FileKey& key, uint64_t off, uint64_t len, bool for_read) const;
 
   MappingRegistry* const registry_;
+  NodeFiles* const nodes_;
 };
 
 }  // namespace umap::preload

@@ -8,13 +8,17 @@
 // the call itself: touching the buffer may fault into the runtime, which must not see this
 // thread as inside the shim; only FileApi's work runs inside one.
 #include <fcntl.h>
+#include <stdarg.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <shared_mutex>
 
+#include "base/internal_io.h"
 #include "base/keep_locks.h"
 #include "runtime/preload/real_calls.h"
 #include "runtime/preload/real_file_calls.h"
@@ -53,6 +57,7 @@ template <typename Call>
 ssize_t Writing(Shim* s, int fd, int64_t off, uint64_t len, Call call) {
   FileKey key;
   if (s == nullptr || !s->files().Mapped(fd, &key)) return call();
+  std::shared_lock<std::shared_mutex> own(s->own_writes_mu());
   uint64_t span = len;
   const uint64_t at = Where(fd, off, /*write=*/true, &span);
   {
@@ -91,6 +96,7 @@ int Resizing(Shim* s, int fd, const char* path, uint64_t off, uint64_t len, Call
   const bool mapped =
       s != nullptr && (fd >= 0 ? s->files().Mapped(fd, &key) : s->files().MappedPath(path, &key));
   if (!mapped) return call();
+  std::shared_lock<std::shared_mutex> own(s->own_writes_mu());
   {
     ReentryGuard guard;
     if (s->files().BeforeWrite(key, off, len) != 0) return -1;
@@ -331,6 +337,49 @@ int close(int fd) {
   errno = err;
   return r;
 }
+
+// Locks: a program that locks a file it maps (SQLite) sees, once it holds the lock, every
+// change another process made to the file before (NodeFiles::AtLock). Only taking a lock
+// matters; releasing one, and every other command, goes to libc untouched.
+int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);  // an int or a pointer: either fits (x86-64 ABI)
+  va_end(ap);
+  const int r = real::RealFcntl(fd, cmd, arg);
+  if (r != 0 || (cmd != F_SETLK && cmd != F_SETLKW && cmd != F_OFD_SETLK && cmd != F_OFD_SETLKW)) {
+    return r;
+  }
+  // Umap's own locks (its coherence locks, the journal's) are not the program's.
+  Shim* s = umap::InternalIo::active() ? nullptr : Active();
+  if (s == nullptr || s->registry().live() == 0 ||
+      static_cast<const struct flock*>(arg)->l_type == F_UNLCK) {
+    return r;
+  }
+  const int err = errno;
+  s->nodes().AtLock(fd);
+  errno = err;
+  return r;
+}
+
+int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
+
+int flock(int fd, int op) {
+  const int r = real::RealFlock(fd, op);
+  Shim* s = r == 0 && (op & LOCK_UN) == 0 && !umap::InternalIo::active() ? Active() : nullptr;
+  if (s != nullptr && s->registry().live() > 0) s->nodes().AtLock(fd);
+  return r;
+}
+
+int lockf(int fd, int cmd, off_t len) {
+  const int r = real::RealLockf(fd, cmd, len);
+  Shim* s = r == 0 && (cmd == F_LOCK || cmd == F_TLOCK) && !umap::InternalIo::active() ? Active()
+                                                                                       : nullptr;
+  if (s != nullptr && s->registry().live() > 0) s->nodes().AtLock(fd);
+  return r;
+}
+
+int lockf64(int fd, int cmd, off64_t len) __attribute__((alias("lockf")));
 
 // _exit and _Exit end the process without atexit handlers; the kernel still writes a
 // MAP_SHARED mapping's dirty pages back, so the shim writes its mappings back first.

@@ -28,6 +28,9 @@ enum Fn : int {
   kClose,
   kExit,
   kExit2,
+  kFcntl,
+  kFlock,
+  kLockf,
   kCount
 };
 
@@ -35,7 +38,16 @@ constexpr const char* kNames[kCount] = {"preadv64v2", "pwritev64v2", "copy_file_
                                         "sendfile64", "splice",      "ftruncate64",
                                         "truncate64", "fallocate64", "posix_fallocate64",
                                         "fsync",      "fdatasync",   "sync_file_range",
-                                        "close",      "_exit",       "_Exit"};
+                                        "close",      "_exit",       "_Exit",
+                                        "fcntl64",    "flock",       "lockf64"};
+// Every function has its name: a missing one would be a null name for dlsym.
+constexpr bool AllNamed() {
+  for (const char* n : kNames) {
+    if (n == nullptr) return false;
+  }
+  return true;
+}
+static_assert(AllNamed(), "a Fn without its name in kNames");
 
 std::atomic<void*> g_fn[kCount];
 
@@ -132,6 +144,22 @@ int RealSyncFileRange(int fd, off_t off, off_t len, unsigned flags) {
 int RealClose(int fd) {
   if (auto f = Next<int (*)(int)>(kClose)) return f(fd);
   return static_cast<int>(::syscall(SYS_close, fd));
+}
+
+int RealFcntl(int fd, int cmd, void* arg) {
+  if (auto f = Next<int (*)(int, int, ...)>(kFcntl)) return f(fd, cmd, arg);
+  return static_cast<int>(::syscall(SYS_fcntl, fd, cmd, arg));
+}
+
+int RealFlock(int fd, int op) {
+  if (auto f = Next<int (*)(int, int)>(kFlock)) return f(fd, op);
+  return static_cast<int>(::syscall(SYS_flock, fd, op));
+}
+
+int RealLockf(int fd, int cmd, off_t len) {
+  if (auto f = Next<int (*)(int, int, off_t)>(kLockf)) return f(fd, cmd, len);
+  errno = ENOSYS;  // only before the constructor ran: glibc builds it on fcntl
+  return -1;
 }
 
 void RealExit(int status) {

@@ -29,6 +29,9 @@ int RealFsync(int fd);
 int RealFdatasync(int fd);
 int RealSyncFileRange(int fd, off_t off, off_t len, unsigned flags);
 int RealClose(int fd);
+int RealFcntl(int fd, int cmd, void* arg);
+int RealFlock(int fd, int op);
+int RealLockf(int fd, int cmd, off_t len);
 [[noreturn]] void RealExit(int status);   // _exit
 [[noreturn]] void RealExit2(int status);  // _Exit
 

@@ -20,6 +20,7 @@
 #include "runtime/preload/range_set.h"
 #include "runtime/preload/real_calls.h"
 #include "runtime/preload/umap_c_api.h"
+#include "runtime/umap_c_internal.h"
 
 namespace umap::preload {
 
@@ -117,6 +118,12 @@ umap_runtime* Shim::Runtime() {
     // runtime still runs, and the child's view is made once its locks are free again.
     static std::once_flag fork_handlers;
     std::call_once(fork_handlers, [] {
+      c_api::SetCheckpointHooks({[] {
+                                   if (Shim* s = Get()) s->nodes().ReleaseForCheckpoint();
+                                 },
+                                 [] {
+                                   if (Shim* s = Get()) s->nodes().RelockAfterCheckpoint();
+                                 }});
       if (int err = ::pthread_atfork(&Shim::BeforeForkInParent, nullptr, &Shim::AfterForkInChild)) {
         UMAP_LOG(kError, "libumap_preload: pthread_atfork failed (", std::strerror(err),
                  "): a fork() child of this process cannot touch its Umap mappings (SIGSEGV)");
@@ -188,6 +195,34 @@ void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off
     case SameFileAnswer::kFailed:
       return MAP_FAILED;
   }
+  const FileKey key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  // A small file the program locks and maps writable is how programs share memory between
+  // processes (LMDB's lock.mdb, SQLite's -shm): their stores must reach each other at once,
+  // which per-process caches cannot do, and the file is too small for a cache to matter.
+  if ((prot & PROT_WRITE) != 0 && static_cast<uint64_t>(st.st_size) < kSharedMemoryFileBytes &&
+      ProcessHoldsPosixLock(fd)) {
+    std::lock_guard<std::mutex> l(views_mu_);
+    Decline(key,
+            "the program locks it and maps it writable, and it is small: memory shared "
+            "between processes, which the kernel's page cache gives and per-process caches "
+            "cannot",
+            FdPath(fd));
+    nodes_.NowKernel(key);
+    return RealMmap(addr, len, prot, flags, fd, off);
+  }
+  // The node's other processes' mappings of the file (node_files.h).
+  switch (nodes_.BeforeMap(key, fd, (prot & PROT_WRITE) != 0)) {
+    case NodeFiles::Answer::kUmap:
+      break;
+    case NodeFiles::Answer::kKernel: {
+      std::lock_guard<std::mutex> l(views_mu_);
+      Decline(key, "the node's other processes use it in a way per-process caches cannot follow",
+              FdPath(fd));
+      return RealMmap(addr, len, prot, flags, fd, off);
+    }
+    case NodeFiles::Answer::kFailed:
+      return MAP_FAILED;
+  }
   const int own_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own_fd < 0) return Refused(addr, len, prot, flags, fd, off, errno);
   void* hint = fixed ? addr : (addr != nullptr ? static_cast<char*>(addr) - delta : nullptr);
@@ -220,7 +255,7 @@ void* Shim::MapWithUmap(void* addr, size_t len, int prot, int flags, int fd, off
     errno = ENOMEM;
     return MAP_FAILED;
   }
-  RegisterAtExitOnce();
+  RegisterAtExit((prot & PROT_WRITE) != 0);
   UMAP_LOG(kInfo, "libumap_preload: Umap serves ", FdPath(fd), " [", off, ", ",
            static_cast<uint64_t>(off) + len, ") at 0x", absl::Hex(m.user),
            (prot & PROT_WRITE) ? " (writable)" : " (read-only)");
@@ -248,14 +283,19 @@ int Shim::UnmapEntry(int index, const ShimMapping& m) {
   }
   CloseKeepingLocks(m.fd);  // the program's POSIX locks on the file stay
   registry_.Remove(index);
+  AfterUnmap(m.dev, m.ino);
   return 0;
 }
 
-void Shim::RegisterAtExitOnce() {
+void Shim::RegisterAtExit(bool writable) {
   // Registered after the first mapping, that is after the runtime and the libraries it
   // uses have set up their own static state: exit() runs handlers in reverse order, so this
-  // one runs while that state still exists.
-  if (atexit_registered_.exchange(true)) return;
+  // one runs while that state still exists. The journal (RocksDB, whose static state goes
+  // with an exit handler of its own) opens with the first writable mapping, which may come
+  // later: then once more. AtExit runs its work once.
+  std::atomic<bool>& done = writable ? atexit_after_journal_ : atexit_registered_;
+  if (done.exchange(true)) return;
+  atexit_registered_.store(true);
   if (::atexit(&Shim::AtExit) != 0) {
     UMAP_LOG(kWarn,
              "libumap_preload: atexit failed; mappings left at exit are not written "
@@ -270,6 +310,7 @@ void Shim::AtExit() {
   if (s == nullptr || ::getpid() != s->pid_.load(std::memory_order_relaxed)) return;
   ReentryGuard guard;
   s->exiting_.store(true, std::memory_order_release);
+  s->nodes_.Stop();  // no callback into the mappings while they go
   s->runtime_touched_.store(true, std::memory_order_seq_cst);
   s->registry_.ForEachLive([&](int index, const ShimMapping& m) {
     if (s->registry_.Claim(index, m)) s->UnmapEntry(index, m);  // logs its own failure

@@ -49,11 +49,13 @@
 #include <atomic>
 #include <cstddef>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "runtime/preload/file_api.h"
 #include "runtime/preload/kernel_access.h"
 #include "runtime/preload/mapping_registry.h"
+#include "runtime/preload/node_files.h"
 #include "runtime/preload/path_filter.h"
 #include "runtime/preload/sigbus_chain.h"
 #include "umap/umap_types.h"
@@ -78,7 +80,7 @@ class ReentryGuard {
 // The path of the file open on `fd` (for log lines), or "fd N".
 std::string FdPath(int fd);
 
-class Shim {
+class Shim final : private NodeFiles::Owner {
  public:
   enum class Fallback { kRefuse, kKernel };
 
@@ -107,6 +109,7 @@ class Shim {
 
   const KernelAccess& kernel_access() const { return kernel_access_; }
   const FileApi& files() const { return files_; }
+  NodeFiles& nodes() { return nodes_; }
   const MappingRegistry& registry() const { return registry_; }
   const PathFilter& filter() const { return filter_; }
   SigbusChain& sigbus() { return sigbus_; }
@@ -138,10 +141,30 @@ class Shim {
   SameFileAnswer SameFile(const struct stat& st, int fd, off_t off, size_t len, int prot,
                           bool fixed, void** view);
   // The file is the kernel's for good (SameFile); false when the table is full.
-  bool Decline(const struct stat& st, const char* why, int fd);
-  bool Declined(const struct stat& st);
+  // REQUIRES: views_mu_.
+  bool Decline(const FileKey& key, const char* why, const std::string& path);
+  bool Declined(const FileKey& key);
   // Hands every Umap mapping of the file to the kernel; 0 or -1 with errno.
+  // REQUIRES: views_mu_.
   int HandOffFile(uint64_t dev, uint64_t ino);
+  // NodeFiles::Owner (shim_views.cc and shim_node.cc).
+  int GiveToKernel(const FileKey& key, const char* why, const std::string& path) override;
+  void ChangedElsewhere(const FileKey& key, const struct stat& now) override;
+  int StatOf(const FileKey& key, struct stat* out) override;
+  void ExclusiveOfOwnWrites(absl::FunctionRef<void()> fn) override {
+    std::unique_lock<std::shared_mutex> l(own_writes_mu_);
+    fn();
+  }
+
+ public:
+  // Held (shared) by a file API call on a mapped file from before its write to after the
+  // mappings took it in (interpose_io.cc); exclusively by NodeFiles' checks.
+  std::shared_mutex& own_writes_mu() { return own_writes_mu_; }
+
+ private:
+  std::shared_mutex own_writes_mu_;
+  // The last Umap mapping of a file went: NodeFiles::Unmapped.
+  void AfterUnmap(uint64_t dev, uint64_t ino);
   // Views beyond a mapping's own (the first mmap() that made it): a registry index and the
   // range the program got. A mapping is unmapped when its own view and all others are gone.
   struct View {
@@ -150,6 +173,8 @@ class Shim {
     size_t len = 0;
   };
   static constexpr int kMaxViews = 1024;
+  // Files smaller than this that the program locks and maps writable are shared memory.
+  static constexpr uint64_t kSharedMemoryFileBytes = uint64_t{1} << 20;
   static constexpr int kMaxDeclined = 256;
   std::mutex views_mu_;  // views_, own_gone_, declined_: mmap/munmap paths only
   View views_[kMaxViews];
@@ -158,7 +183,7 @@ class Shim {
   int declined_count_ = 0;
   // Counts (does not allocate) the views of registry entry `index`.
   int ViewsOf(int index) const;
-  void RegisterAtExitOnce();
+  void RegisterAtExit(bool writable);
   static void AtExit();
 
  public:
@@ -187,7 +212,8 @@ class Shim {
   umap_config config_{};
   MappingRegistry registry_;
   KernelAccess kernel_access_;
-  FileApi files_{&registry_};
+  NodeFiles nodes_{this};
+  FileApi files_{&registry_, &nodes_};
   SigbusChain sigbus_;
 
   std::mutex runtime_mu_;
@@ -198,6 +224,7 @@ class Shim {
   // held that lock or any runtime state at the fork, so it may keep using the shim.
   std::atomic<bool> runtime_touched_{false};
   std::atomic<bool> atexit_registered_{false};
+  std::atomic<bool> atexit_after_journal_{false};
 };
 
 }  // namespace umap::preload

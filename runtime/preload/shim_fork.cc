@@ -104,6 +104,7 @@ Shim* Shim::Adopt() {
   s->runtime_errno_ = 0;
   s->runtime_touched_.store(false, std::memory_order_relaxed);
   s->pid_.store(::getpid(), std::memory_order_relaxed);
+  s->nodes_.AfterForkInChild();
   if (ThreadCount() != 1) {
     // Another thread may be reading a mapping right now; replacing it under that thread
     // could show it a moment of an empty range. The kernel's views stay (correct bytes).
@@ -149,10 +150,11 @@ bool Shim::AdoptMapping(int index, const ShimMapping& m) {
   }
   registry_.SetProt(index, PROT_READ);
   registry_.Release(index);
+  nodes_.Rewatch({m.dev, m.ino}, m.fd);  // the parent's later write-backs are seen here
   UMAP_LOG(kInfo, "libumap_preload: Umap serves ", FdPath(m.fd), " [", m.map_offset, ", ",
            m.map_offset + m.map_len, ") at 0x", absl::Hex(m.user),
            " (read-only, inherited by this fork() child)");
-  RegisterAtExitOnce();
+  RegisterAtExit(/*writable=*/false);
   return true;
 }
 

@@ -36,24 +36,33 @@ int Shim::ViewsOf(int index) const {
   return n;
 }
 
-bool Shim::Declined(const struct stat& st) {
+bool Shim::Declined(const FileKey& key) {
   for (int i = 0; i < declined_count_; ++i) {
-    if (declined_[i].dev == static_cast<uint64_t>(st.st_dev) &&
-        declined_[i].ino == static_cast<uint64_t>(st.st_ino)) {
-      return true;
-    }
+    if (declined_[i].dev == key.dev && declined_[i].ino == key.ino) return true;
   }
   return false;
 }
 
-bool Shim::Decline(const struct stat& st, const char* why, int fd) {
-  if (Declined(st)) return true;
+bool Shim::Decline(const FileKey& key, const char* why, const std::string& path) {
+  if (Declined(key)) return true;
   if (declined_count_ == kMaxDeclined) return false;
-  declined_[declined_count_++] = {static_cast<uint64_t>(st.st_dev),
-                                  static_cast<uint64_t>(st.st_ino)};
-  UMAP_LOG(kWarn, "libumap_preload: declining ", FdPath(fd), ": ", why,
+  declined_[declined_count_++] = key;
+  UMAP_LOG(kWarn, "libumap_preload: declining ", path, ": ", why,
            "; the kernel maps it from now on (all its mappings in this process)");
   return true;
+}
+
+int Shim::GiveToKernel(const FileKey& key, const char* why, const std::string& named) {
+  std::string path = named;
+  registry_.ForEachLive([&](int, const ShimMapping& m) {
+    if (path.empty() && m.dev == key.dev && m.ino == key.ino) path = FdPath(m.fd);
+  });
+  std::lock_guard<std::mutex> l(views_mu_);
+  if (HandOffFile(key.dev, key.ino) != 0) return -1;
+  if (!Decline(key, why, path.empty() ? absl::StrCat("file ", key.dev, ":", key.ino) : path)) {
+    UMAP_LOG(kWarn, "libumap_preload: too many declined files; their mappings are the kernel's");
+  }
+  return 0;
 }
 
 int Shim::HandOffFile(uint64_t dev, uint64_t ino) {
@@ -85,7 +94,7 @@ Shim::SameFileAnswer Shim::SameFile(const struct stat& st, int fd, off_t off, si
   const uint64_t bs = config_.block_size;
   const uint64_t lo = static_cast<uint64_t>(off), hi = lo + len;
   std::lock_guard<std::mutex> l(views_mu_);
-  if (Declined(st)) return SameFileAnswer::kKernel;
+  if (Declined({dev, ino})) return SameFileAnswer::kKernel;
   int host = -1;
   ShimMapping hm;
   bool conflict = false;
@@ -114,11 +123,12 @@ Shim::SameFileAnswer Shim::SameFile(const struct stat& st, int fd, off_t off, si
   }
   // Not one copy with Umap's per-mapping cache: the kernel's for all of them.
   if (HandOffFile(dev, ino) != 0) return SameFileAnswer::kFailed;
-  if (!Decline(st,
+  nodes_.NowKernel({dev, ino});
+  if (!Decline({dev, ino},
                conflict ? "a second mapping of it overlaps its Umap mapping in another way "
                           "than as a part of it (Umap keeps one cache per mapping)"
                         : "more views of it than the shim tracks",
-               fd)) {
+               FdPath(fd))) {
     UMAP_LOG(kWarn, "libumap_preload: too many declined files; their mappings are the kernel's");
   }
   return SameFileAnswer::kKernel;

@@ -37,6 +37,8 @@ int umap_resume(void);
 // how many blocks kept their bytes.
 int PrepareFileChange(void* addr, size_t length, bool for_read);
 int64_t FileChanged(void* addr, size_t length, uint64_t file_size);
+// Runtime::ForeignChange: 0 own, 1 dropped, 2 refused.
+int ForeignChange(void* addr, uint64_t file_size);
 // Runtime::HandOff of the Umap mapping that starts at addr (map length `length`).
 int HandOff(void* addr, size_t length);
 

@@ -13,7 +13,8 @@ observed), SERVED (regular expressions of the file names the shim must serve), a
 optionally CGROUP_BYTES (both runs go into a fresh memory cgroup of that limit), TIMEOUT
 (seconds per run), NEEDS (capabilities, as faultinject/probe-capability names them) and
 LOG_MUST_MATCH (regular expressions the shim's log must match, e.g. that forked children
-were served too). The runs happen in a fresh directory that both users may write.
+were served too) and MAY_DECLINE (files the shim is expected to hand to the kernel, each
+decline printed with its log line; any other decline fails the case). The runs happen in a fresh directory that both users may write.
 
 As `nobody` the runs go through setpriv (the shim then runs with user-mode-only
 userfaultfd). Exit: 0 pass, 1 fail (the difference printed), 77 a capability this machine
@@ -213,6 +214,14 @@ def main():
             for f in declined:
                 if re.search(pattern, f):
                     failures.append(f"{f} was declined (its log line is in the output)")
+        may_decline = getattr(mod, "MAY_DECLINE", [])
+        for f in sorted(set(declined)):
+            if not any(re.search(p, f) for p in may_decline + getattr(mod, "SERVED", [])):
+                failures.append(f"{f} was declined, and the case does not expect it")
+            elif any(re.search(p, f) for p in may_decline):
+                line = re.search(r".*libumap_preload: declining " + re.escape(f) + r".*",
+                                 shim["stderr"])
+                print(f"    declined as expected: {line.group(0) if line else f}")
         for pattern in getattr(mod, "LOG_MUST_MATCH", []):
             if not re.search(pattern, shim["stderr"]):
                 failures.append(f"the shim's log has no line matching {pattern!r}")

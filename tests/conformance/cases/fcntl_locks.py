@@ -30,13 +30,13 @@ def held(path):
 def run(d):
     path = os.path.join(d, "locked.bin")
     with open(path, "wb") as f:
-        f.write(b"\0" * (1 << 20))
+        f.write(b"\0" * (2 << 20))
     seen = {}
     fd = os.open(path, os.O_RDWR)
     fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)  # byte 0, inside the mapping
     fcntl.lockf(fd, fcntl.LOCK_SH, 1, 4096)  # a read lock too
     seen["locked"] = held(path)
-    m = mmap.mmap(fd, 1 << 20)
+    m = mmap.mmap(fd, 2 << 20)
     seen["mapped"] = held(path)
     for i in range(0, 1 << 20, 4096):
         m[i + 1] = 1
@@ -49,7 +49,7 @@ def run(d):
     m.close()
     seen["unmapped"] = held(path)
     # The program's own lock calls still work on the mapped file.
-    m = mmap.mmap(fd, 1 << 20)
+    m = mmap.mmap(fd, 2 << 20)
     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 8192)
     fcntl.lockf(fd, fcntl.LOCK_UN, 1, 8192)
     seen["lock_while_mapped"] = "ok"

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-SERVED = [r"/shared\.bin$"]
+SERVED = [r"/shared\.bin$", r"/shared_rw\.bin$"]
 
 WRITE = "import os,sys; fd=os.open(sys.argv[1], os.O_RDWR); os.pwrite(fd, sys.argv[2].encode(), int(sys.argv[3]))"
 
@@ -46,7 +46,13 @@ def run(d):
     fcntl.lockf(fd, fcntl.LOCK_SH, 1, 1 << 30)
     seen["after_lock"] = bytes(ro[8192:8198]).decode()
     fcntl.lockf(fd, fcntl.LOCK_UN, 1, 1 << 30)
+    ro.close()
+    os.close(fd)
     # A writable mapping changes byte 100 of a block; the other process changes byte 200.
+    path = os.path.join(d, "shared_rw.bin")
+    with open(path, "wb") as f:
+        f.write(b"." * (1 << 20))
+    fd = os.open(path, os.O_RDWR)
     rw = mmap.mmap(fd, 1 << 20)
     rw[100:104] = b"MINE"
     other(path, "THEIRS", 200)
@@ -57,7 +63,6 @@ def run(d):
     except OSError as e:
         seen["msync"] = "ok" if e.errno == errno.EBUSY else errno.errorcode[e.errno]
     rw.close()
-    ro.close()
     os.close(fd)
     with open(path, "rb") as f:
         data = f.read()

@@ -11,6 +11,8 @@ import os
 import sys
 
 SERVED = [r"/data\.bin$"]
+# Read-only first, then writable: Umap cannot turn its read-only mapping writable in place.
+MAY_DECLINE = [r"/upgrade\.bin$"]
 SIZE = 256 << 10
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 1, 2, 16
 
