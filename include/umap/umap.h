@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h> /* PROT_*, MAP_*, MS_*: umap() takes mmap()'s arguments */
 #include <sys/types.h>
 
 #include "umap/umap_types.h"
