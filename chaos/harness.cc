@@ -36,8 +36,8 @@ uint64_t Fnv1a(const std::string& bytes) {
 
 // Crash points after which committed transactions are likely left to replay.
 bool LeavesCommittedWork(const std::string& point) {
-  return point == "journal.after_commit" || point == "apply.mid_write" ||
-         point == "apply.after_sync";
+  return point == "journal.after_commit" || point == "journal.before_mark" ||
+         point == "apply.mid_write" || point == "apply.after_sync";
 }
 
 // The initial file: version 0 of every block, except the holes (ftruncate'd, never written).

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "base/coding.h"
 #include "base/posix_error.h"
+#include "journal/commit_mark.h"
 #include "journal/format.h"
 #include "journal/rocksdb_status.h"
 #include "journal/wal_damage.h"
@@ -42,6 +43,7 @@ struct Census {
   };
   std::vector<Batch> batches;   // in replay order
   std::set<std::string> live_tables;  // names of the table files the MANIFEST names
+  uint64_t last_lsn = 0;              // the highest LSN committed in what RocksDB would recover
 };
 
 class CensusFilter : public rocksdb::WalFilter {
@@ -66,6 +68,9 @@ class CensusFilter : public rocksdb::WalFilter {
     if (GetFixed64(&rep, &sequence)) {
       census_->batches.push_back({log_number, sequence, batch.Count()});
     }
+    for (uint64_t lsn : CommitsIn(batch.Data())) {
+      census_->last_lsn = std::max(census_->last_lsn, lsn);
+    }
     return WalProcessingOption::kIgnoreCurrentRecord;
   }
   const char* Name() const override { return "umap-journal-census"; }
@@ -87,6 +92,17 @@ absl::StatusOr<Census> TakeCensus(const rocksdb::Options& options, const std::st
   std::vector<rocksdb::LiveFileMetaData> live;
   db->GetLiveFilesMetaData(&live);
   for (const rocksdb::LiveFileMetaData& f : live) census.live_tables.insert(f.relative_filename);
+  // The newest transaction header in the tables (the WAL's records were not replayed).
+  const std::string headers_end = TagEnd(RecordTag::kTxnHeader);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  it->SeekForPrev(headers_end);
+  if (it->Valid() && it->key().size() == 9 &&
+      it->key()[0] == static_cast<char>(RecordTag::kTxnHeader)) {
+    std::string_view k(it->key().data() + 1, 8);
+    uint64_t lsn = 0;
+    if (GetBigEndian64(&k, &lsn)) census.last_lsn = std::max(census.last_lsn, lsn);
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), absl::StrCat("read journal ", dir));
   return census;
 }
 
@@ -176,6 +192,55 @@ absl::Status CheckUnnamedTables(const rocksdb::Options& options, const std::stri
   return absl::OkStatus();
 }
 
+// The newest live WAL file and where its readable records end, for a message.
+std::string DescribeWalTail(rocksdb::FileSystem& fs, const std::string& dir,
+                            const std::vector<std::string>& children, uint64_t first_live_wal) {
+  std::string newest;
+  uint64_t newest_number = 0;
+  for (const std::string& name : children) {
+    uint64_t number = 0;
+    if (!absl::EndsWith(name, ".log") ||
+        !absl::SimpleAtoi(absl::string_view(name).substr(0, name.size() - 4), &number) ||
+        number < first_live_wal || (!newest.empty() && number < newest_number)) {
+      continue;
+    }
+    newest = name, newest_number = number;
+  }
+  if (newest.empty()) return "no write-ahead log file is left";
+  const std::string path = absl::StrCat(dir, "/", newest);
+  uint64_t size = 0;
+  fs.GetFileSize(path, rocksdb::IOOptions(), &size, nullptr).PermitUncheckedError();
+  absl::StatusOr<uint64_t> end = WalRecordsEnd(fs, path);
+  return absl::StrCat(
+      "its newest write-ahead log, ", path, ", has ", size, " bytes",
+      end.ok() ? absl::StrCat(" and its readable records end at byte ", *end) : std::string());
+}
+
+// The last acknowledged commit (journal/commit_mark.h) must be in what RocksDB recovers: a
+// log cut short anywhere, or one that lost its newest file, looks like a torn tail to
+// RocksDB and to the WAL scan alike, and only the mark kept beside the log tells.
+absl::Status CheckCommitMark(rocksdb::FileSystem& fs, const std::string& dir,
+                             const std::vector<std::string>& children, const Census& census,
+                             uint64_t last_sequence) {
+  absl::StatusOr<std::optional<CommitMark::Mark>> mark = CommitMark::Read(fs, dir);
+  if (!mark.ok()) return mark.status();
+  if (!mark->has_value() || (*mark)->sequence <= last_sequence) return absl::OkStatus();
+  const CommitMark::Mark& m = **mark;
+  const std::string lost = census.last_lsn < m.lsn
+                               ? absl::StrCat("LSN ", census.last_lsn + 1, "..", m.lsn)
+                               : absl::StrCat("the commits written after write ", last_sequence,
+                                              " (up to LSN ", m.lsn, ")");
+  return WithErrno(
+      absl::DataLossError(absl::StrCat(
+          "journal ", dir, " is damaged: its write-ahead log was cut short or lost records: ",
+          "the last acknowledged commit is LSN ", m.lsn, " (write ", m.sequence, ", recorded in ",
+          dir, "/", CommitMark::kFileName, "), but its files end at write ", last_sequence,
+          " (last commit found: LSN ", census.last_lsn, "); ",
+          DescribeWalTail(fs, dir, children, census.first_live_wal),
+          ". Acknowledged commits are lost: ", lost)),
+      EIO);
+}
+
 }  // namespace
 
 absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Options& options,
@@ -205,6 +270,14 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
                                       " holds data (RocksDB would start an empty database)"));
       }
     }
+    // Every file of the database gone, but a commit was acknowledged: not a new journal.
+    absl::StatusOr<std::optional<CommitMark::Mark>> mark = CommitMark::Read(fs, dir);
+    if (!mark.ok()) return mark.status();
+    if (mark->has_value()) {
+      return Lost(dir, absl::StrCat("its CURRENT file is missing, and ", CommitMark::kFileName,
+                                    " records acknowledged commits up to LSN ", (*mark)->lsn,
+                                    " that no file of it holds"));
+    }
     return absl::OkStatus();  // a new journal, or one whose creation failed
   }
   absl::StatusOr<Census> census = TakeCensus(options, dir);
@@ -215,7 +288,11 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
   if (damage->has_value()) return DamagedWalError(dir, **damage);
   uint64_t last_sequence = 0;
   if (absl::Status s = CheckSequence(dir, *census, &last_sequence); !s.ok()) return s;
-  return CheckUnnamedTables(options, dir, children, *census, last_sequence);
+  if (absl::Status s = CheckUnnamedTables(options, dir, children, *census, last_sequence);
+      !s.ok()) {
+    return s;
+  }
+  return CheckCommitMark(fs, dir, children, *census, last_sequence);
 }
 
 }  // namespace umap::journal

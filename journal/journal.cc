@@ -5,15 +5,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <tuple>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "base/coding.h"
 #include "base/crash_point.h"
 #include "base/crc32c.h"
 #include "base/log.h"
@@ -21,13 +22,14 @@
 #include "base/private_dir.h"
 #include "base/status_macros.h"
 #include "journal/fenced_fs.h"
+#include "journal/integrity.h"
 #include "journal/lock_holder.h"
 #include "journal/pending_reader.h"
 #include "journal/private_fs.h"
-#include "journal/wal_zero_fill.h"
-#include "journal/table_options.h"
 #include "journal/rocksdb_status.h"
-#include "journal/integrity.h"
+#include "journal/table_options.h"
+#include "journal/wal_damage.h"
+#include "journal/wal_zero_fill.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -242,6 +244,26 @@ absl::Status RefuseDamagedJournal(rocksdb::FileSystem& fs, const rocksdb::Option
                    EIO);
 }
 
+// A salvage of damage that skipping unreadable log records cannot open past: a MANIFEST
+// that does not read, or a CURRENT file gone while the database's files are there (RocksDB
+// would start an empty database beside them). RocksDB's RepairDB rebuilds the MANIFEST from
+// the table files and the logs, keeping every record they still hold. Writes into `dir`.
+absl::Status RepairForSalvage(rocksdb::FileSystem& fs, const rocksdb::Options& db_options,
+                              const std::string& dir) {
+  // Damage in the middle of a log: skipping its unreadable records (the salvage's recovery
+  // mode) keeps every other record. Anything else the integrity check reports (a MANIFEST
+  // that does not read, a CURRENT gone beside data, a table its MANIFEST lost, a log cut
+  // short) needs the MANIFEST rebuilt from the files.
+  if (!absl::IsDataLoss(CheckJournalIntegrity(fs, db_options, dir))) return absl::OkStatus();
+  absl::StatusOr<std::optional<WalDamage>> damage = FindWalDamage(fs, dir);
+  const bool repair = damage.ok() && !damage->has_value();
+  if (!repair) return absl::OkStatus();
+  UMAP_LOG(kWarn, "journal ", dir,
+           ": salvage: rebuilding its MANIFEST from its table and "
+           "log files (RocksDB RepairDB)");
+  return FromRocksDb(rocksdb::RepairDB(dir, db_options), absl::StrCat("repair journal ", dir));
+}
+
 }  // namespace
 
 // Poisons the journal on RocksDB background errors (flush, compaction, WAL write) and vetoes
@@ -374,6 +396,13 @@ absl::Status Journal::CheckIntegrity(const JournalOptions& options) {
   return CheckJournalIntegrity(*fs, DbOptions(rocks_env.get(), nullptr, nullptr), options.dir);
 }
 
+absl::Status Journal::CheckIntegrityForOpen(const JournalOptions& options) {
+  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
+  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
+  return RefuseDamagedJournal(*fs, DbOptions(rocks_env.get(), nullptr, nullptr), options.dir);
+}
+
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& options) {
   const std::string& dir = options.dir;
   if (dir.empty()) return absl::InvalidArgumentError("journal directory not set");
@@ -416,11 +445,20 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   db_options.disable_auto_compactions = options.defer_compaction;
   if (options.salvage) {
     db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords;
+    if (!options.read_only) RETURN_IF_ERROR(RepairForSalvage(*fs, db_options, dir));
   } else {
     RETURN_IF_ERROR(RefuseDamagedJournal(*fs, db_options, dir));
   }
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
+  if (!s.ok() && options.salvage && options.read_only && s.IsCorruption()) {
+    return WithErrno(absl::DataLossError(absl::StrCat(
+                         "journal ", dir, ": ", s.ToString(),
+                         ". Its MANIFEST cannot be read: only a salvaging replay (`umap-recover "
+                         "--salvage`, which writes) can rebuild it from the table and log "
+                         "files; a status or dry run writes nothing")),
+                     EIO);
+  }
   if (!s.ok()) {
     // Safe to probe: no Journal of ours holds the directory (reserved above).
     if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
@@ -433,6 +471,15 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
                                                std::move(listener), std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
   RETURN_IF_ERROR(journal->Recover(options.keep_staged || options.read_only, options.read_only));
+  if (!options.read_only) {
+    // A salvaged journal kept less than its mark may say: the mark follows what was kept.
+    std::optional<CommitMark::Mark> reset;
+    if (options.salvage) {
+      absl::MutexLock l(&journal->mu_);
+      reset = CommitMark::Mark{db->GetLatestSequenceNumber(), journal->last_lsn_};
+    }
+    ASSIGN_OR_RETURN(journal->mark_, CommitMark::Open(*fs, dir, reset));
+  }
   if (options.read_only) {
     absl::MutexLock l(&journal->mu_);
     journal->poison_ = WithErrno(
@@ -1000,6 +1047,7 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   std::move(release).Cancel();  // WriteAndSettle releases the claim
   RETURN_IF_ERROR(WriteAndSettle(&batch, /*sync=*/true,
                                  absl::StrCat("commit transaction ", txn.lsn), &claim, settle));
+  RETURN_IF_ERROR(PublishCommit(batch, txn.lsn));
   return txn;
 }
 
@@ -1092,8 +1140,28 @@ absl::Status Journal::CommitStreamed(Transaction* txn, absl::Span<const BlockWri
   tail(&batch);
   // The commit point: the header, with the last payloads and the staged deletions, synced
   // (which makes the earlier payload batches durable too: the WAL is written in order).
-  return WriteAndSettle(&batch, /*sync=*/true, absl::StrCat("commit transaction ", lsn), claim,
-                        on_success);
+  RETURN_IF_ERROR(WriteAndSettle(&batch, /*sync=*/true, absl::StrCat("commit transaction ", lsn),
+                                 claim, on_success));
+  return PublishCommit(batch, lsn);
+}
+
+absl::Status Journal::PublishCommit(const rocksdb::WriteBatch& batch, uint64_t lsn) {
+  if (mark_ == nullptr) return absl::OkStatus();
+  // RocksDB numbers a written batch in its first 8 bytes (fixed64, as the WAL holds it),
+  // one number per record in it.
+  UMAP_CRASH_POINT("journal.before_mark");
+  std::string_view rep(batch.Data());
+  uint64_t first = 0;
+  if (!GetFixed64(&rep, &first) || first == 0) {
+    return absl::InternalError(absl::StrCat("journal ", dir_, ": commit of transaction ", lsn,
+                                            " was given no sequence number by RocksDB"));
+  }
+  absl::Status s = mark_->Publish({first + batch.Count() - 1, lsn});
+  if (!s.ok()) {
+    absl::MutexLock l(&mu_);
+    PoisonLocked(s);
+  }
+  return s;
 }
 
 // ---- apply and GC ------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 // recovery_kill_worker: a process that writes through Umap and gets killed, for the recovery
 // kill tests. Modes:
-//   umap FILE JOURNAL ROUNDS [atomic|intent]  rounds of writes + umsync through the C API;
+//   umap FILE JOURNAL ROUNDS [atomic|relaxed|intent]  rounds of writes + umsync through the
+//                                 C API (relaxed and intent: the relaxed policy);
 //                                 the harness arms UMAP_CRASH_AT=<point>[:n] to SIGKILL it
 //                                 at a protocol stage. Exits 0 after uunmap if never killed.
-//   hold FILE JOURNAL ROUNDS      as umap, then prints "ready <pid>" and sleeps: the live owner
+//   hold FILE JOURNAL ROUNDS [..] as umap, then prints "ready <pid>" and sleeps: the live owner
 //   backlog FILE JOURNAL ROUNDS [intent]  commits ROUNDS transactions with the Journal API,
 //                                 applies none, and _exits without closing the journal (a
 //                                 process killed right after its commits).
@@ -23,7 +24,8 @@
 
 namespace {
 
-int RunUmap(const char* file, const char* journal, uint64_t rounds, bool hold, bool intent) {
+int RunUmap(const char* file, const char* journal, uint64_t rounds, bool hold, bool intent,
+            bool relaxed) {
   using namespace recoverytest;
   int fd = ::open(file, O_RDWR);
   if (fd < 0) {
@@ -35,7 +37,7 @@ int RunUmap(const char* file, const char* journal, uint64_t rounds, bool hold, b
   c.cache_bytes = 64 << 20;  // never evicts: one transaction per umsync
   c.block_size = kKillBlockSize;
   c.journal_dir = journal;
-  c.policy = intent ? UMAP_POLICY_RELAXED : UMAP_POLICY_ATOMIC;
+  c.policy = intent || relaxed ? UMAP_POLICY_RELAXED : UMAP_POLICY_ATOMIC;
   c.journal_mode = intent ? UMAP_JOURNAL_INTENT : UMAP_JOURNAL_DATA;
   umap_runtime* rt = umap_runtime_create(&c);
   if (rt == nullptr) {
@@ -87,8 +89,9 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const uint64_t rounds = std::strtoull(argv[4], nullptr, 10);
   const bool intent = argc > 5 && std::strcmp(argv[5], "intent") == 0;
+  const bool relaxed = argc > 5 && std::strcmp(argv[5], "relaxed") == 0;
   if (mode == "umap" || mode == "hold") {
-    return RunUmap(argv[2], argv[3], rounds, mode == "hold", intent);
+    return RunUmap(argv[2], argv[3], rounds, mode == "hold", intent, relaxed);
   }
   if (mode == "backlog") return recoverytest::RunBacklog(argv[2], argv[3], rounds, intent);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
