@@ -19,12 +19,15 @@ namespace {
 constexpr char kMagic[] = "umap-commit-mark 1";
 constexpr uint64_t kSlotBytes = 4096;  // one page each: a torn page write spoils one slot
 constexpr size_t kSlots = 2;
+// What a publish writes: the first sector of its slot (the line is shorter; the rest of the
+// slot stays zeros). Less than a page: the journal's write amplification counts it.
+constexpr size_t kLineBytes = 512;
 
 std::string EncodeSlot(uint64_t generation, const CommitMark::Mark& m) {
   std::string line =
       absl::StrCat(kMagic, " gen=", generation, " sequence=", m.sequence, " lsn=", m.lsn);
   absl::StrAppend(&line, absl::StrFormat(" crc=%08x\n", crc32c::Value(line.data(), line.size())));
-  line.resize(kSlotBytes, '\0');
+  line.resize(kLineBytes, '\0');
   return line;
 }
 

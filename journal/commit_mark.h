@@ -13,7 +13,8 @@
 // a crash never leaves a mark ahead of the log.
 //
 // The file holds two slots, 4 KiB apart (a torn write of one page never reaches the other),
-// written alternately; each is one line of text with a generation and a CRC:
+// written alternately, 512 bytes at a time; each is one line of text with a generation and a
+// CRC:
 //   umap-commit-mark 1 gen=G sequence=S lsn=L crc=C
 // The reader takes the intact slot with the higher generation. A slot of zeros is empty. A
 // file with no intact slot but a slot that is not zeros is damaged (kDataLoss). A missing
