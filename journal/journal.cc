@@ -517,6 +517,7 @@ absl::Status Journal::Recover(bool keep_staged, bool read_only) {
   } else {
     RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read journal ", dir_)));
     ASSIGN_OR_RETURN(FormatRecord format, DecodeFormat(FormatKey(), value));
+    format_version_ = format.version;
     if (format.version > kFormatVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
           "journal ", dir_, " has format version ", format.version,
@@ -751,6 +752,12 @@ absl::StatusOr<uint64_t> Journal::RegisterMapping(const FileIdentity& file, uint
     RETURN_IF_ERROR(WritableLocked());
     info.id = ++last_mapping_id_;
     watermark = Watermark{last_lsn_, last_mapping_id_};
+    // A journal of an older format keeps its layout, so that the build that wrote it can
+    // still drain it: its mappings go without a birth (checked by device and inode only).
+    if (format_version_ < kFormatWithBirth) {
+      info.file.birth = FileBirth::kUnknown;
+      info.file.birth_a = info.file.birth_b = 0;
+    }
   }
   rocksdb::WriteBatch batch;
   batch.Put(ToSlice(MappingKey(info.id)), ToSlice(EncodeMapping(info)));

@@ -403,6 +403,7 @@ class Journal {
   std::vector<std::unique_ptr<rocksdb::WriteBatch>> spare_batches_ ABSL_GUARDED_BY(spare_mu_);
   absl::CondVar claims_changed_;
   absl::Status poison_ ABSL_GUARDED_BY(mu_);
+  uint32_t format_version_ ABSL_GUARDED_BY(mu_) = kFormatVersion;  // the journal's F record
   uint64_t last_lsn_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_mapping_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, MappingInfo> mappings_ ABSL_GUARDED_BY(mu_);

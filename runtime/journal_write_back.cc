@@ -110,6 +110,18 @@ absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
     JournalHandle* journal, File* file, uint32_t block_size, journal::Policy policy,
     journal::Contents contents, bool defer_file_sync) {
   ASSIGN_OR_RETURN(FileIdentity id, file->Identify());
+  if (id.birth == FileBirth::kUnknown) {
+    // No birth time on this file system: an id of the file's own, so that a file created
+    // later at the same inode number is not taken for it. Where none can be set (no
+    // extended attributes, a read-only attribute space) the device and inode must do.
+    if (absl::Status s = file->StampIdentity(); s.ok()) {
+      ASSIGN_OR_RETURN(id, file->Identify());
+    } else {
+      UMAP_LOG(kInfo, "journal: ", file->name(), " has no birth time and no id (", s.message(),
+               "): recovery tells it from a file created later at its inode number by "
+               "device, inode and size only");
+    }
+  }
   ASSIGN_OR_RETURN(uint64_t mapping_id, journal->Run([&](journal::Journal& j) {
     return j.RegisterMapping(id, block_size, policy, contents);
   }));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -228,7 +229,11 @@ void* umap_ex2(umap_runtime* r, void* addr, size_t length, int prot, int flags, 
   }
   auto p = r->rt->Map(addr, length, prot, flags, fd, offset, coherence);
   if (!p.ok()) {
-    Fail(p.status());
+    // A map is refused for a reason its caller sees only as an errno (EIO, EPERM, ENOTDIR):
+    // the reason, with the path and what to do, goes to the log at the default level.
+    errno = ErrnoFromStatus(p.status());
+    UMAP_LOG(kError, "umap of fd ", fd, " failed (", std::strerror(errno),
+             "): ", p.status().message());
     return MAP_FAILED;
   }
   return *p;
