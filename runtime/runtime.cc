@@ -796,6 +796,41 @@ std::string Runtime::journal_dir() {
   return journal_ ? journal_->dir() : std::string();
 }
 
+namespace {
+
+// A journal that cannot be opened, worded for the person who set it up.
+absl::Status JournalOpenError(const absl::Status& why, const std::string& dir, bool automatic) {
+  const char* advice = "";
+  switch (ErrnoFromStatus(why)) {
+    case ENOTDIR:
+      advice =
+          "; it, or a directory on its path, is not a directory: point the journal at a "
+          "directory";
+      break;
+    case ENOENT:
+      advice =
+          "; a directory on its path does not exist (the journal directory itself is "
+          "created, its parents are not): create them, or choose another place";
+      break;
+    case EACCES:
+    case EROFS:
+      advice = "; this user may not create or write it: choose a writable place";
+      break;
+    case ENOSPC:
+    case EDQUOT:
+      advice = "; its disk is full: make room, or choose another place";
+      break;
+    default:
+      break;
+  }
+  return Reword(
+      why, absl::StrCat("journal directory ", dir,
+                        automatic ? " (the automatic one)" : " (journal_dir, UMAP_JOURNAL_DIR)",
+                        " cannot be used: ", why.message(), advice));
+}
+
+}  // namespace
+
 absl::Status Runtime::RecoverPendingFor(JournalHandle* handle, File* file) {
   // A file mapped again while the journal still holds committed transactions for it (an
   // earlier run of this journal directory crashed before applying them) is brought up to
@@ -881,13 +916,9 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       jo.commit_batch_bytes = options_.umsync_chunk_bytes;
       absl::StatusOr<std::unique_ptr<JournalHandle>> opened = JournalHandle::Open(jo);
       if (!opened.ok()) {
-        // A damaged journal, or one that is not private to its owner, refuses every writable
-        // mapping until someone looks at it: say why where they will see it (map errors
-        // are otherwise only errnos).
-        if (absl::IsDataLoss(opened.status()) || absl::IsPermissionDenied(opened.status())) {
-          UMAP_LOG(kError, opened.status().message());
-        }
-        return opened.status();
+        // The caller sees an errno (umap_ex logs this message): name the directory, where it
+        // came from, and what to do.
+        return JournalOpenError(opened.status(), dir, automatic);
       }
       journal_ = *std::move(opened);
       journal_auto_ = automatic;
