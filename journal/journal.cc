@@ -381,6 +381,23 @@ void Journal::FlushAtClose() {
   if (rocksdb::Status s = db_->Flush(fo); !s.ok()) {
     UMAP_LOG(kWarn, "closing journal ", dir_, ": flush failed (", s.ToString(),
              "); the records stay in its write-ahead log");
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (!pending_.empty() || !staged_.empty()) return;
+  }
+  // Nothing pending: every image record is deleted, but its bytes stay in the table files
+  // until a compaction drops them with their tombstones (a journal that carried large
+  // umsyncs kept hundreds of MiB after a clean exit). Compacting everything now leaves the
+  // few records that remain (format, watermark, mappings): the journal shrinks to its
+  // minimum. It reads what the tables hold once.
+  rocksdb::CompactRangeOptions co;
+  co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  co.exclusive_manual_compaction = true;
+  if (rocksdb::Status s = db_->CompactRange(co, nullptr, nullptr); !s.ok()) {
+    UMAP_LOG(kWarn, "closing journal ", dir_, ": compacting its empty tables failed (",
+             s.ToString(), "); they are dropped by a later compaction");
   }
 }
 

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <mutex>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/fs_kind.h"
 #include "base/log.h"
@@ -302,20 +304,41 @@ Runtime::~Runtime() {
   if (signal_mode_) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
   if (signal_mode_) UnmapBuffer(run_arena_, size_t{kRunBuffers} * kRunBytes);
   absl::MutexLock l(&mu_);
-  if (journal_ != nullptr && !journal_->suspended()) {
-    std::string dir = journal_->dir();
-    bool idle = journal_
-                    ->Run([](journal::Journal& j) {
-                      journal::Journal::Stats st = j.stats();
-                      return absl::Status(st.pending_txns == 0 && st.mappings == 0
-                                              ? absl::OkStatus()
-                                              : absl::FailedPreconditionError("pending"));
-                    })
-                    .ok();
-    journal_.reset();
-    // A journal we created and that holds nothing is removed; anything else stays for
-    // umap-recover.
-    if (journal_auto_ && idle) env_->RemoveTree(dir).IgnoreError();  // leftovers are harmless
+  CloseJournalLocked(/*only_if_idle=*/false);
+}
+
+void Runtime::CloseIdleJournal() {
+  absl::MutexLock l(&mu_);
+  CloseJournalLocked(/*only_if_idle=*/true);
+}
+
+void Runtime::CloseJournalLocked(bool only_if_idle) {
+  if (journal_ == nullptr || journal_->suspended()) return;
+  // A map between taking the handle and registering its mapping uses it.
+  if (only_if_idle && journal_users_ > 0) return;
+  const std::string dir = journal_->dir();
+  const bool idle = journal_
+                        ->Run([](journal::Journal& j) {
+                          journal::Journal::Stats st = j.stats();
+                          return absl::Status(st.pending_txns == 0 && st.mappings == 0
+                                                  ? absl::OkStatus()
+                                                  : absl::FailedPreconditionError("pending"));
+                        })
+                        .ok();
+  if (only_if_idle && !idle) return;
+  journal_.reset();  // an idle journal compacts itself to its minimum as it closes
+  // A journal we created and that holds nothing is removed, and with it the fallback parent
+  // made for it alone (base/private_dir.h: a fresh .XXXXXX per runtime); anything else stays
+  // for umap-recover.
+  if (!journal_auto_ || !idle) return;
+  std::string remove = dir;
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  if (absl::StrContains(parent.substr(parent.rfind('/') + 1),
+                        absl::StrCat("umap-journal-", ::geteuid(), "."))) {
+    remove = parent;
+  }
+  if (absl::Status s = env_->RemoveTree(remove); !s.ok()) {
+    UMAP_LOG(kWarn, "could not remove the automatic journal ", remove, ": ", s.message());
   }
 }
 
@@ -895,8 +918,13 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
                       "the block payloads in the journal)");
   }
   JournalHandle* handle;
+  absl::Cleanup unuse = [this] {
+    absl::MutexLock l(&mu_);
+    --journal_users_;
+  };
   {
     absl::MutexLock l(&mu_);
+    ++journal_users_;
     if (journal_ == nullptr) {
       std::string dir = options_.journal_dir;
       bool automatic = dir.empty();

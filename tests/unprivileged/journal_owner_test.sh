@@ -86,6 +86,9 @@ for squat in dir link file fifo; do
   if [[ $squat == dir || $squat == link ]]; then
     [[ -z $(ls -A /var/tmp/umap-journal-$B/) ]] || fail "B wrote into A's /var/tmp/umap-journal-$B"
   fi
+  # A clean exit removes the fallback directory with the journal it was made for.
+  left=$(compgen -G "/var/tmp/umap-journal-$B.*" || true)
+  [[ -z $left ]] || fail "the fallback directory is left behind: $left"
   echo "ok: automatic journal with /var/tmp/umap-journal-$B taken by A ($squat)"
 done
 cleanup_vartmp
