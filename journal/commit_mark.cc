@@ -60,27 +60,26 @@ SlotState DecodeSlot(absl::string_view bytes, uint64_t* generation, CommitMark::
   return have_gen && have_seq && have_lsn ? SlotState::kIntact : SlotState::kDamaged;
 }
 
-// The newest intact slot's generation and mark; nullopt when every slot is empty.
+// The newest intact slot's generation and mark.
 absl::StatusOr<std::optional<std::pair<uint64_t, CommitMark::Mark>>> Decode(
     const std::string& path, absl::string_view bytes) {
   std::optional<std::pair<uint64_t, CommitMark::Mark>> best;
-  bool damaged = false;
   for (size_t i = 0; i < kSlots; ++i) {
     if (i * kSlotBytes >= bytes.size()) break;
     uint64_t generation = 0;
     CommitMark::Mark m;
     switch (DecodeSlot(bytes.substr(i * kSlotBytes, kSlotBytes), &generation, &m)) {
       case SlotState::kEmpty:
-        break;
       case SlotState::kDamaged:
-        damaged = true;
         break;
       case SlotState::kIntact:
         if (!best.has_value() || generation > best->first) best.emplace(generation, m);
         break;
     }
   }
-  if (!best.has_value() && damaged) {
+  if (!best.has_value()) {
+    // A new file holds an intact first slot (nothing acknowledged): one without any was
+    // zeroed, cut or overwritten since.
     return WithErrno(
         absl::DataLossError(absl::StrCat(
             path,
@@ -98,12 +97,14 @@ absl::StatusOr<std::string> ReadAll(rocksdb::FileSystem& fs, const std::string& 
   return bytes;
 }
 
-// A new mark file: both slots empty, synced, and its directory entry synced.
+// A new mark file: the first slot says "nothing acknowledged" (generation 0), the second is
+// empty; synced, and its directory entry synced.
 absl::Status Create(rocksdb::FileSystem& fs, const std::string& dir, const std::string& path) {
   std::unique_ptr<rocksdb::FSWritableFile> file;
   rocksdb::IOStatus s = fs.NewWritableFile(path, rocksdb::FileOptions(), &file, nullptr);
-  if (s.ok())
-    s = file->Append(std::string(kSlots * kSlotBytes, '\0'), rocksdb::IOOptions(), nullptr);
+  std::string bytes = EncodeSlot(0, CommitMark::Mark{});
+  bytes.resize(kSlots * kSlotBytes, '\0');
+  if (s.ok()) s = file->Append(bytes, rocksdb::IOOptions(), nullptr);
   if (s.ok()) s = file->Sync(rocksdb::IOOptions(), nullptr);
   if (s.ok()) s = file->Close(rocksdb::IOOptions(), nullptr);
   if (!s.ok()) return FromRocksDb(s, absl::StrCat("create ", path));
@@ -123,8 +124,15 @@ absl::StatusOr<std::optional<CommitMark::Mark>> CommitMark::Read(rocksdb::FileSy
   if (!exists.ok()) return FromRocksDb(exists, absl::StrCat("look for ", path));
   ASSIGN_OR_RETURN(const std::string bytes, ReadAll(fs, path));
   ASSIGN_OR_RETURN(auto best, Decode(path, bytes));
-  if (!best.has_value()) return std::optional<Mark>();
   return std::optional<Mark>(best->second);
+}
+
+absl::Status CommitMark::CreateIfMissing(rocksdb::FileSystem& fs, const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", kFileName);
+  rocksdb::IOStatus exists = fs.FileExists(path, rocksdb::IOOptions(), nullptr);
+  if (exists.ok()) return absl::OkStatus();
+  if (!exists.IsNotFound()) return FromRocksDb(exists, absl::StrCat("look for ", path));
+  return Create(fs, dir, path);
 }
 
 absl::StatusOr<std::unique_ptr<CommitMark>> CommitMark::Open(rocksdb::FileSystem& fs,
@@ -142,7 +150,7 @@ absl::StatusOr<std::unique_ptr<CommitMark>> CommitMark::Open(rocksdb::FileSystem
   absl::StatusOr<std::string> bytes = ReadAll(fs, path);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<std::optional<std::pair<uint64_t, Mark>>> best = Decode(path, *bytes);
-  if (best.ok() && best->has_value()) std::tie(generation, durable) = **best;
+  if (best.ok()) std::tie(generation, durable) = **best;
   // A damaged file is only opened to be reset (a salvage); the integrity check refused it
   // otherwise.
   if (!best.ok() && !reset.has_value()) return best.status();

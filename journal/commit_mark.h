@@ -16,10 +16,11 @@
 // written alternately, 512 bytes at a time; each is one line of text with a generation and a
 // CRC:
 //   umap-commit-mark 1 gen=G sequence=S lsn=L crc=C
-// The reader takes the intact slot with the higher generation. A slot of zeros is empty. A
-// file with no intact slot but a slot that is not zeros is damaged (kDataLoss). A missing
-// or all-zero file is "no commit acknowledged yet" (a journal of an older build, or one
-// never committed to): nothing to check.
+// The reader takes the intact slot with the higher generation. A new file's first slot says
+// "nothing acknowledged" (generation 0, sequence 0): a file with no intact slot (zeroed,
+// cut, overwritten) is damaged (kDataLoss). The file is created before RocksDB creates the
+// database, so a journal of format 2 or later without it lost it (journal/integrity.h); a
+// journal of format 1 (an older build) has none until a writable open creates it.
 //
 // Concurrent commits share one write and fdatasync (Publish), as RocksDB's write groups
 // share the WAL's. Thread safety: every method may be called from any thread.
@@ -48,10 +49,14 @@ class CommitMark {
     uint64_t lsn = 0;       // the highest LSN acknowledged
   };
 
-  // The mark of the journal in `dir`, read through `fs`: nullopt when there is none. Errors:
-  // kDataLoss (errno EIO) when the file holds no intact slot but is not empty; the file
-  // system's.
+  // The mark of the journal in `dir`, read through `fs`: nullopt when the file is missing;
+  // sequence 0 when nothing was acknowledged yet. Errors: kDataLoss (errno EIO) when the
+  // file holds no intact slot; the file system's.
   static absl::StatusOr<std::optional<Mark>> Read(rocksdb::FileSystem& fs, const std::string& dir);
+
+  // Creates the file (nothing acknowledged) when it is missing: before RocksDB creates a
+  // database in `dir`, so that a database of format 2 or later never lacks one.
+  static absl::Status CreateIfMissing(rocksdb::FileSystem& fs, const std::string& dir);
 
   // For a writable open: opens the file, creating it (two empty slots, synced, and the
   // directory synced) when missing. With `reset`, writes that mark now, durably (a salvaged

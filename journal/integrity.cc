@@ -44,7 +44,14 @@ struct Census {
   std::vector<Batch> batches;   // in replay order
   std::set<std::string> live_tables;  // names of the table files the MANIFEST names
   uint64_t last_lsn = 0;              // the highest LSN committed in what RocksDB would recover
+  uint32_t format_version = 0;        // of the format record (in a table or the WAL); 0: none
 };
+
+// The version in a format record's value (journal/format.h), or 0.
+uint32_t FormatVersionOf(absl::string_view value) {
+  absl::StatusOr<FormatRecord> f = DecodeFormat(FormatKey(), value);
+  return f.ok() ? f->version : 0;
+}
 
 class CensusFilter : public rocksdb::WalFilter {
  public:
@@ -71,6 +78,29 @@ class CensusFilter : public rocksdb::WalFilter {
     for (uint64_t lsn : CommitsIn(batch.Data())) {
       census_->last_lsn = std::max(census_->last_lsn, lsn);
     }
+    // The format record of a journal whose creation is still in its log.
+    class FormatPut : public rocksdb::WriteBatch::Handler {
+     public:
+      explicit FormatPut(uint32_t* version) : version_(version) {}
+      rocksdb::Status PutCF(uint32_t, const rocksdb::Slice& key,
+                            const rocksdb::Slice& value) override {
+        if (key == rocksdb::Slice(FormatKey())) {
+          *version_ = FormatVersionOf(absl::string_view(value.data(), value.size()));
+        }
+        return rocksdb::Status::OK();
+      }
+      rocksdb::Status DeleteCF(uint32_t, const rocksdb::Slice&) override {
+        return rocksdb::Status::OK();
+      }
+
+     private:
+      uint32_t* version_;
+    };
+    if (census_->format_version == 0) {
+      FormatPut handler(&census_->format_version);
+      rocksdb::WriteBatch copy(batch.Data());
+      copy.Iterate(&handler).PermitUncheckedError();
+    }
     return WalProcessingOption::kIgnoreCurrentRecord;
   }
   const char* Name() const override { return "umap-journal-census"; }
@@ -92,6 +122,9 @@ absl::StatusOr<Census> TakeCensus(const rocksdb::Options& options, const std::st
   std::vector<rocksdb::LiveFileMetaData> live;
   db->GetLiveFilesMetaData(&live);
   for (const rocksdb::LiveFileMetaData& f : live) census.live_tables.insert(f.relative_filename);
+  if (std::string v; db->Get(rocksdb::ReadOptions(), FormatKey(), &v).ok()) {
+    census.format_version = FormatVersionOf(v);
+  }
   // The newest transaction header in the tables (the WAL's records were not replayed).
   const std::string headers_end = TagEnd(RecordTag::kTxnHeader);
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
@@ -224,7 +257,15 @@ absl::Status CheckCommitMark(rocksdb::FileSystem& fs, const std::string& dir,
                              uint64_t last_sequence) {
   absl::StatusOr<std::optional<CommitMark::Mark>> mark = CommitMark::Read(fs, dir);
   if (!mark.ok()) return mark.status();
-  if (!mark->has_value() || (*mark)->sequence <= last_sequence) return absl::OkStatus();
+  if (!mark->has_value()) {
+    // Created before the database since format 2: deleted, and with it the proof of how far
+    // the acknowledged commits go.
+    if (census.format_version < kFormatWithBirth) return absl::OkStatus();
+    return Lost(dir, absl::StrCat(dir, "/", CommitMark::kFileName,
+                                  ", the record of its last acknowledged commit, is missing: "
+                                  "whether its write-ahead log lost commits cannot be told"));
+  }
+  if ((*mark)->sequence <= last_sequence) return absl::OkStatus();
   const CommitMark::Mark& m = **mark;
   const std::string lost = census.last_lsn < m.lsn
                                ? absl::StrCat("LSN ", census.last_lsn + 1, "..", m.lsn)
@@ -273,7 +314,7 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
     // Every file of the database gone, but a commit was acknowledged: not a new journal.
     absl::StatusOr<std::optional<CommitMark::Mark>> mark = CommitMark::Read(fs, dir);
     if (!mark.ok()) return mark.status();
-    if (mark->has_value()) {
+    if (mark->has_value() && (*mark)->sequence > 0) {
       return Lost(dir, absl::StrCat("its CURRENT file is missing, and ", CommitMark::kFileName,
                                     " records acknowledged commits up to LSN ", (*mark)->lsn,
                                     " that no file of it holds"));

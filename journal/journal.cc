@@ -466,6 +466,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   } else {
     RETURN_IF_ERROR(RefuseDamagedJournal(*fs, db_options, dir));
   }
+  // The record of acknowledged commits exists before the database does (commit_mark.h).
+  if (!options.read_only) RETURN_IF_ERROR(CommitMark::CreateIfMissing(*fs, dir));
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
   if (!s.ok() && options.salvage && options.read_only && s.IsCorruption()) {

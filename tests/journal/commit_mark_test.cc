@@ -31,7 +31,7 @@ void Overwrite(const std::string& path, uint64_t offset, const std::string& byte
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-TEST(CommitMarkTest, NoFileOrAnEmptyOneIsNoMarkAndPublishedMarksReadBack) {
+TEST(CommitMarkTest, ANewFileSaysNothingAcknowledgedAndPublishedMarksReadBack) {
   umap::testing::TempDir dir;
   rocksdb::FileSystem& fs = *rocksdb::FileSystem::Default();
   absl::StatusOr<std::optional<CommitMark::Mark>> none = CommitMark::Read(fs, dir.path());
@@ -42,7 +42,8 @@ TEST(CommitMarkTest, NoFileOrAnEmptyOneIsNoMarkAndPublishedMarksReadBack) {
   EXPECT_EQ(std::filesystem::file_size(MarkPath(dir.path())), 8192u);
   none = CommitMark::Read(fs, dir.path());
   ASSERT_OK(none.status());
-  EXPECT_FALSE(none->has_value()) << "created, nothing acknowledged yet";
+  ASSERT_TRUE(none->has_value());
+  EXPECT_EQ((*none)->sequence, 0u) << "created, nothing acknowledged yet";
   for (uint64_t i = 1; i <= 5; ++i) ASSERT_OK((*mark)->Publish({10 * i, i}));
   ASSERT_OK((*mark)->Publish({30, 3}));  // an older one is covered: no write, no step back
   absl::StatusOr<std::optional<CommitMark::Mark>> got = CommitMark::Read(fs, dir.path());
@@ -70,6 +71,9 @@ TEST(CommitMarkTest, ATornSlotLeavesTheOlderMarkAndNoIntactSlotIsDamage) {
   Overwrite(MarkPath(dir.path()), 4096 + 20, "garbage");  // and slot 1
   got = CommitMark::Read(fs, dir.path());
   EXPECT_THAT(got.status(), StatusIs(absl::StatusCode::kDataLoss));
+  // Zeroed whole (a new file is never all zeros: its first slot says "nothing yet").
+  Overwrite(MarkPath(dir.path()), 0, std::string(8192, '\0'));
+  EXPECT_THAT(CommitMark::Read(fs, dir.path()).status(), StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_NE(std::string(got.status().message()).find(MarkPath(dir.path())), std::string::npos);
   // A salvage resets it.
   absl::StatusOr<std::unique_ptr<CommitMark>> reset =

@@ -323,6 +323,28 @@ TEST_F(UmapRecoverCliTest, WalCutShortBehindAcknowledgedCommitsIsRefused) {
   }
 }
 
+// The record of acknowledged commits itself deleted or zeroed (with a cut log, that would
+// hide the loss): refused, whatever the log says.
+TEST_F(UmapRecoverCliTest, ADeletedOrZeroedCommitRecordIsDamage) {
+  for (bool zeroed : {false, true}) {
+    SCOPED_TRACE(zeroed ? "zeroed" : "deleted");
+    journal_ = dir_.File(zeroed ? "journal-zeroed" : "journal-deleted");
+    Backlog(4);
+    const std::string mark = journal_ + "/UMAP-COMMITTED";
+    if (zeroed) {
+      ASSERT_TRUE(WriteFile(mark, std::string(8192, '\0')));
+    } else {
+      std::filesystem::remove(mark);
+    }
+    ProcResult r = Recover({"--missing-ok"});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_THAT(r.out,
+                HasSubstr(zeroed ? "no intact record of the last acknowledged commit"
+                                 : "the record of its last acknowledged commit, is missing"));
+    ExpectFileIs({});
+  }
+}
+
 // "--missing-ok" is "no journal was ever here", never "its files are damaged": with CURRENT
 // deleted while the WAL holds commits, or with every RocksDB file gone while UMAP-COMMITTED
 // says commits were acknowledged, it refuses (exit 2) and says why.
