@@ -60,26 +60,28 @@ SlotState DecodeSlot(absl::string_view bytes, uint64_t* generation, CommitMark::
   return have_gen && have_seq && have_lsn ? SlotState::kIntact : SlotState::kDamaged;
 }
 
-// The newest intact slot's generation and mark.
+// The newest slot's generation and mark. The slots are written alternately (generation g
+// into slot g % 2), each line in one sector (a power cut leaves it old or new, never torn),
+// so the only states a crash leaves are: slot 0 at generation 0 and slot 1 empty (nothing
+// published yet), or both intact, generations one apart, each in its own slot. Anything
+// else (a slot zeroed, cut or changed) is damage: falling back to the other slot would
+// trust an older mark than the commits acknowledged since.
 absl::StatusOr<std::optional<std::pair<uint64_t, CommitMark::Mark>>> Decode(
     const std::string& path, absl::string_view bytes) {
-  std::optional<std::pair<uint64_t, CommitMark::Mark>> best;
+  SlotState state[kSlots];
+  uint64_t generation[kSlots] = {};
+  CommitMark::Mark mark[kSlots];
   for (size_t i = 0; i < kSlots; ++i) {
-    if (i * kSlotBytes >= bytes.size()) break;
-    uint64_t generation = 0;
-    CommitMark::Mark m;
-    switch (DecodeSlot(bytes.substr(i * kSlotBytes, kSlotBytes), &generation, &m)) {
-      case SlotState::kEmpty:
-      case SlotState::kDamaged:
-        break;
-      case SlotState::kIntact:
-        if (!best.has_value() || generation > best->first) best.emplace(generation, m);
-        break;
-    }
+    state[i] = i * kSlotBytes < bytes.size()
+                   ? DecodeSlot(bytes.substr(i * kSlotBytes, kSlotBytes), &generation[i], &mark[i])
+                   : SlotState::kEmpty;
   }
-  if (!best.has_value()) {
-    // A new file holds an intact first slot (nothing acknowledged): one without any was
-    // zeroed, cut or overwritten since.
+  const bool fresh =
+      state[0] == SlotState::kIntact && generation[0] == 0 && state[1] == SlotState::kEmpty;
+  const bool paired = state[0] == SlotState::kIntact && state[1] == SlotState::kIntact &&
+                      generation[0] % 2 == 0 && generation[1] % 2 == 1 &&
+                      (generation[0] + 1 == generation[1] || generation[1] + 1 == generation[0]);
+  if (!fresh && !paired) {
     return WithErrno(
         absl::DataLossError(absl::StrCat(
             path,
@@ -87,7 +89,9 @@ absl::StatusOr<std::optional<std::pair<uint64_t, CommitMark::Mark>>> Decode(
             "journal cannot tell whether its write-ahead log lost acknowledged commits")),
         EIO);
   }
-  return best;
+  const size_t newest = fresh || generation[0] > generation[1] ? 0 : 1;
+  return std::optional<std::pair<uint64_t, CommitMark::Mark>>(
+      std::make_pair(generation[newest], mark[newest]));
 }
 
 absl::StatusOr<std::string> ReadAll(rocksdb::FileSystem& fs, const std::string& path) {
@@ -159,9 +163,13 @@ absl::StatusOr<std::unique_ptr<CommitMark>> CommitMark::Open(rocksdb::FileSystem
   if (!s.ok()) return FromRocksDb(s, absl::StrCat("open ", path));
   std::unique_ptr<CommitMark> mark(new CommitMark(path, std::move(file), generation, durable));
   if (reset.has_value()) {
-    RETURN_IF_ERROR(mark->WriteSlot(generation + 1, *reset));
+    // Started over: generation 0 in slot 0, slot 1 empty (the state of a new file).
+    rocksdb::IOStatus z = mark->file_->Write(kSlotBytes, std::string(kLineBytes, '\0'),
+                                             rocksdb::IOOptions(), nullptr);
+    if (!z.ok()) return FromRocksDb(z, absl::StrCat("reset ", path));
+    RETURN_IF_ERROR(mark->WriteSlot(0, *reset));
     absl::MutexLock l(&mark->mu_);
-    mark->generation_ = generation + 1;
+    mark->generation_ = 0;
     mark->durable_ = *reset;
   }
   return mark;

@@ -12,15 +12,18 @@
 // LSNs lost. A mark is written only after the WAL sync that covered its batch returned, so
 // a crash never leaves a mark ahead of the log.
 //
-// The file holds two slots, 4 KiB apart (a torn write of one page never reaches the other),
-// written alternately, 512 bytes at a time; each is one line of text with a generation and a
-// CRC:
+// The file holds two slots, 4 KiB apart, written alternately, 512 bytes at a time; each is
+// one line of text with a generation and a CRC:
 //   umap-commit-mark 1 gen=G sequence=S lsn=L crc=C
-// The reader takes the intact slot with the higher generation. A new file's first slot says
-// "nothing acknowledged" (generation 0, sequence 0): a file with no intact slot (zeroed,
-// cut, overwritten) is damaged (kDataLoss). The file is created before RocksDB creates the
-// database, so a journal of format 2 or later without it lost it (journal/integrity.h); a
-// journal of format 1 (an older build) has none until a writable open creates it.
+// The reader takes the slot with the higher generation. A new file's first slot says
+// "nothing acknowledged" (generation 0, sequence 0), and slot g % 2 holds generation g; each
+// line lies in one sector, which a power cut leaves old or new. So the only states a crash
+// leaves are "slot 0 at generation 0, slot 1 empty" and "both intact, one generation apart":
+// anything else (a slot zeroed, cut or changed) is damage (kDataLoss), never a reason to
+// trust the older slot, which may lag the commits acknowledged since. The file is created before
+// RocksDB creates the database, so a journal of format 2 or later without it lost it
+// (journal/integrity.h); a journal of format 1 (an older build) has none until a writable open
+// creates it.
 //
 // Concurrent commits share one write and fdatasync (Publish), as RocksDB's write groups
 // share the WAL's. Thread safety: every method may be called from any thread.
