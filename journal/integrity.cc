@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "base/coding.h"
 #include "base/posix_error.h"
 #include "journal/commit_mark.h"
@@ -225,6 +226,29 @@ absl::Status CheckUnnamedTables(const rocksdb::Options& options, const std::stri
   return absl::OkStatus();
 }
 
+// CURRENT names the MANIFEST RocksDB opens ("MANIFEST-NNNNNN\n"): one that names nothing
+// there (a changed byte, a cut) would fail the open as a missing file, an I/O error that a
+// rerun cannot fix; it is damage.
+absl::Status CheckCurrent(rocksdb::FileSystem& fs, const std::string& dir,
+                          const std::vector<std::string>& children) {
+  std::string current;
+  rocksdb::IOStatus io = rocksdb::ReadFileToString(&fs, absl::StrCat(dir, "/CURRENT"), &current);
+  if (!io.ok()) return FromRocksDb(io, absl::StrCat("read ", dir, "/CURRENT"));
+  absl::string_view name(current);
+  const bool well_formed = absl::ConsumeSuffix(&name, "\n") &&
+                           absl::StartsWith(name, "MANIFEST-") && name.size() > 9 &&
+                           std::all_of(name.begin() + 9, name.end(),
+                                       [](char c) { return c >= '0' && c <= '9'; });
+  if (!well_formed) {
+    return Lost(dir, absl::StrCat("its CURRENT file does not name a MANIFEST (it holds ",
+                                  current.size(), " bytes that are not \"MANIFEST-<number>\")"));
+  }
+  if (std::find(children.begin(), children.end(), std::string(name)) == children.end()) {
+    return Lost(dir, absl::StrCat("its CURRENT file names ", name, ", which is not there"));
+  }
+  return absl::OkStatus();
+}
+
 // The newest live WAL file and where its readable records end, for a message.
 std::string DescribeWalTail(rocksdb::FileSystem& fs, const std::string& dir,
                             const std::vector<std::string>& children, uint64_t first_live_wal) {
@@ -321,6 +345,7 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
     }
     return absl::OkStatus();  // a new journal, or one whose creation failed
   }
+  if (absl::Status s = CheckCurrent(fs, dir, children); !s.ok()) return s;
   absl::StatusOr<Census> census = TakeCensus(options, dir);
   if (!census.ok()) return census.status();
   absl::StatusOr<std::optional<WalDamage>> damage =

@@ -401,6 +401,23 @@ TEST_F(UmapRecoverCliTest, SalvageRebuildsAMissingCurrentOrADamagedManifest) {
   EXPECT_EQ(Recover().exit_code, 0);
 }
 
+// A CURRENT that names no MANIFEST (a byte changed: journal-damage chaos, seed 20261208
+// iteration 4944) is damage (exit 2), not an I/O error to rerun (exit 3); --salvage rebuilds.
+TEST_F(UmapRecoverCliTest, ACurrentThatNamesNoManifestIsDamage) {
+  Backlog(4);
+  std::string current = ReadFile(journal_ + "/CURRENT");
+  current[10] = static_cast<char>(current[10] ^ 0x40);
+  ASSERT_TRUE(WriteFile(journal_ + "/CURRENT", current));
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("its CURRENT file"));
+  EXPECT_THAT(r.out, HasSubstr("--salvage"));
+  ExpectFileIs({});
+  ProcResult salvaged = Recover({"--salvage"});
+  EXPECT_EQ(salvaged.exit_code, 1) << salvaged.out << salvaged.err;
+  ExpectFileIs(StateAfter(4));
+}
+
 // Real processes in both policies, with and without deferred file sync: umsyncs acknowledged,
 // the writer SIGKILLed, its WAL cut in the middle. Recovery refuses (the deferred case holds
 // acknowledged umsyncs that exist only in the journal) instead of "nothing to recover".
