@@ -1,6 +1,7 @@
 #include "journal/journal.h"
 
 #include <malloc.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -132,6 +133,10 @@ ABSL_CONST_INIT absl::Mutex OpenDirs::mu_(absl::kConstInit);
 // LOG file shares the journal's disk: once that disk is full, Debian's RocksDB 7.8.3 (built
 // with assertions) aborts in WritableFileWriter::Append when it logs the very WAL error it
 // is handling (seen: ENOSPC on a full tmpfs). Warnings and errors still reach stderr.
+// A warning RocksDB repeats while a condition lasts ("Stopping writes because we have 2
+// immutable memtables", at every stalled write; "DB::Open() failed", at every reopen of a
+// journal on a full disk) is printed once per kRepeatMicros, with the count of those left
+// out, instead of once per write. Process-wide: every open has a logger of its own.
 class JournalInfoLog final : public rocksdb::Logger {
  public:
   JournalInfoLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
@@ -139,9 +144,38 @@ class JournalInfoLog final : public rocksdb::Logger {
   void Logv(const char* format, va_list ap) override {
     char buf[512];
     vsnprintf(buf, sizeof(buf), format, ap);
-    UMAP_LOG(kWarn, "rocksdb: ", buf);
+    struct timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+    uint64_t left_out = 0;
+    {
+      absl::MutexLock l(&mu_);
+      static const char* last_format_ ABSL_GUARDED_BY(mu_) = nullptr;
+      static uint64_t last_us_ ABSL_GUARDED_BY(mu_) = 0;
+      static uint64_t left_out_ ABSL_GUARDED_BY(mu_) = 0;
+      // The same format (the same warning, whatever its numbers) within the period.
+      if (format == last_format_ && now - last_us_ < kRepeatMicros) {
+        ++left_out_;
+        return;
+      }
+      left_out = format == last_format_ ? left_out_ : 0;
+      last_format_ = format;
+      last_us_ = now;
+      left_out_ = 0;
+    }
+    if (left_out > 0) {
+      UMAP_LOG(kWarn, "rocksdb: ", buf, " (and ", left_out, " more like it in the last ",
+               kRepeatMicros / 1'000'000, " s)");
+    } else {
+      UMAP_LOG(kWarn, "rocksdb: ", buf);
+    }
   }
+
+ private:
+  static constexpr uint64_t kRepeatMicros = 10'000'000;
+  static absl::Mutex mu_;
 };
+ABSL_CONST_INIT absl::Mutex JournalInfoLog::mu_(absl::kConstInit);
 
 // RocksDB options for the journal's workload: small records written with the WAL, most of
 // them deleted again shortly after (commit, apply, mark applied).

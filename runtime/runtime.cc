@@ -33,7 +33,7 @@ namespace {
 constexpr int kMsgBatch = 16;
 // How long a fill waits for a cache block before it gives up with SIGBUS. Long enough for
 // write-backs to drain on a slow DFS, short enough that a stall is reported, not hidden.
-constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
+constexpr auto kPoolWaitBudget = std::chrono::seconds(kFillWaitSeconds);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
