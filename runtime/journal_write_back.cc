@@ -119,6 +119,7 @@ void JournalHandle::SayReopenFailed(const absl::Status& why, bool read_only_kept
   ++failed_reopens_;
   if (failing_since_us_ == 0) {
     failing_since_us_ = last_said_us_ = now;
+    last_errno_ = ErrnoFromStatus(why);
     UMAP_LOG(kError, "journal ", options_.dir, " cannot be written (", why.message(), "), ",
              read_only_kept ? "read-only until it can (blocks in it stay readable)"
                             : "and cannot even be read",
@@ -131,8 +132,16 @@ void JournalHandle::SayReopenFailed(const absl::Status& why, bool read_only_kept
              "room on the journal's disk (or fix it), or umsync less data at a time");
     return;
   }
-  if (now - last_said_us_ < kSayEveryMicros) return;
+  // Another cause (the file system answers again, and says the journal was taken over;
+  // the disk is full after it was unreachable) is news: said at once.
+  const int err = ErrnoFromStatus(why);
+  if (err == last_errno_ && now - last_said_us_ < kSayEveryMicros) return;
   last_said_us_ = now;
+  if (err != last_errno_) {
+    last_errno_ = err;
+    UMAP_LOG(kError, "journal ", options_.dir, " cannot be written, now: ", why.message());
+    return;
+  }
   UMAP_LOG(kWarn, "journal ", options_.dir, " still cannot be written after ",
            (now - failing_since_us_) / 1'000'000, " s (", failed_reopens_,
            " attempts): ", why.message());

@@ -144,6 +144,7 @@ class JournalHandle {
   uint64_t failing_since_us_ ABSL_GUARDED_BY(mu_) = 0;  // 0: the last reopen succeeded
   uint64_t last_said_us_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_reopens_ ABSL_GUARDED_BY(mu_) = 0;
+  int last_errno_ ABSL_GUARDED_BY(mu_) = 0;  // of the failure said last
 };
 
 class JournalWriteBack final : public WriteBack {
