@@ -61,6 +61,7 @@ inline constexpr const char* kNames[] = {
     "gc.before_delete",       // journal: applied records chosen, before their delete batch
     "journal.after_commit",   // journal: commit WriteBatch synced, before returning
     "journal.before_commit",  // journal: intent built, before the sync=true write
+    "journal.before_mark",    // journal: commit synced in the WAL, not yet in UMAP-COMMITTED
     "journal.mid_stream",     // journal: a payload batch of a large commit written, no header
     "recovery.mid_replay",    // recovery: some committed transactions re-applied
 };

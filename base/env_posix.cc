@@ -1,11 +1,14 @@
 // The POSIX Env: the only place where file system errno values become absl::Status.
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -13,6 +16,7 @@
 #include "base/internal_io.h"
 #include "base/keep_locks.h"
 #include "base/posix_error.h"
+#include "base/status_macros.h"
 #include "umap/env.h"
 
 namespace umap {
@@ -20,6 +24,44 @@ namespace umap {
 thread_local bool InternalIo::active_ = false;
 
 namespace {
+
+// The extended attribute that holds the id of a file whose file system keeps no birth time.
+constexpr char kIdXattr[] = "user.umap.id";
+constexpr size_t kIdBytes = 16;
+
+// An xattr call's errno that means "no id here": none set, or none kept by this file system.
+bool NoIdXattr(int err) {
+  return err == ENODATA || err == ENOTSUP || err == EOPNOTSUPP || err == ERANGE || err == ENOSYS;
+}
+
+// Fills id->birth: the birth time from statx(dirfd, path, flags), else the id that
+// get_xattr(buf, size) reads (an ssize_t, -1 with errno set, as fgetxattr), else kUnknown.
+template <typename GetXattr>
+absl::Status FillBirth(int dirfd, const char* path, int flags, GetXattr get_xattr,
+                       const std::string& name, FileIdentity* id) {
+  struct statx stx;
+  if (::statx(dirfd, path, flags, STATX_BTIME, &stx) == 0) {
+    if ((stx.stx_mask & STATX_BTIME) != 0) {
+      id->birth = FileBirth::kBirthTime;
+      id->birth_a = static_cast<uint64_t>(stx.stx_btime.tv_sec);
+      id->birth_b = stx.stx_btime.tv_nsec;
+      return absl::OkStatus();
+    }
+  } else if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
+    return PosixError(errno, absl::StrCat("statx ", name));
+  }
+  char buf[kIdBytes];
+  const ssize_t n = get_xattr(buf, sizeof(buf));
+  if (n < 0) {
+    if (NoIdXattr(errno)) return absl::OkStatus();
+    return PosixError(errno, absl::StrCat("read ", kIdXattr, " of ", name));
+  }
+  if (static_cast<size_t>(n) != kIdBytes) return absl::OkStatus();  // not an id of ours
+  id->birth = FileBirth::kIdXattr;
+  std::memcpy(&id->birth_a, buf, 8);
+  std::memcpy(&id->birth_b, buf + 8, 8);
+  return absl::OkStatus();
+}
 
 class PosixFile final : public File {
  public:
@@ -81,7 +123,31 @@ class PosixFile final : public File {
     id.device = static_cast<uint64_t>(st.st_dev);
     id.inode = static_cast<uint64_t>(st.st_ino);
     id.size = static_cast<uint64_t>(st.st_size);
+    const int fd = fd_;
+    RETURN_IF_ERROR(FillBirth(
+        fd_, "", AT_EMPTY_PATH,
+        [fd](char* buf, size_t size) { return ::fgetxattr(fd, kIdXattr, buf, size); }, name_, &id));
     return id;
+  }
+
+  absl::Status StampIdentity() override {
+    char buf[kIdBytes];
+    const ssize_t n = ::fgetxattr(fd_, kIdXattr, buf, sizeof(buf));
+    if (n == static_cast<ssize_t>(kIdBytes)) return absl::OkStatus();
+    if (n < 0 && errno != ENODATA) {
+      return PosixError(errno, absl::StrCat("read ", kIdXattr, " of ", name_));
+    }
+    if (::getrandom(buf, sizeof(buf), 0) != static_cast<ssize_t>(sizeof(buf))) {
+      return PosixError(errno, absl::StrCat("getrandom for the id of ", name_));
+    }
+    if (::fsetxattr(fd_, kIdXattr, buf, sizeof(buf), XATTR_CREATE) != 0 && errno != EEXIST) {
+      return PosixError(errno, absl::StrCat("set ", kIdXattr, " of ", name_));
+    }
+    // The journal will name the id: it must not be lost in a crash that keeps the journal.
+    if (::fsync(fd_) != 0) {
+      return PosixError(errno, absl::StrCat("fsync ", name_, " after setting its ", kIdXattr));
+    }
+    return absl::OkStatus();
   }
 
   int fd() const override { return fd_; }
@@ -178,6 +244,10 @@ class PosixEnv final : public Env {
     id.device = static_cast<uint64_t>(st.st_dev);
     id.inode = static_cast<uint64_t>(st.st_ino);
     id.size = static_cast<uint64_t>(st.st_size);
+    RETURN_IF_ERROR(FillBirth(
+        AT_FDCWD, path.c_str(), 0,
+        [&path](char* buf, size_t size) { return ::getxattr(path.c_str(), kIdXattr, buf, size); },
+        path, &id));
     return id;
   }
 

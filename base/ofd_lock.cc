@@ -1,6 +1,7 @@
 #include "base/ofd_lock.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -69,8 +70,18 @@ absl::StatusOr<std::unique_ptr<OfdLockFile>> OfdLockFile::Reopen(int fd, bool wr
   return std::unique_ptr<OfdLockFile>(new OfdLockFile(nfd, -1, name));
 }
 
-absl::StatusOr<std::unique_ptr<OfdLockFile>> OfdLockFile::Open(const std::string& path, bool create,
-                                                               bool direct) {
+absl::StatusOr<bool> OfdLockFile::PathNamesThisFile(const std::string& path) {
+  struct stat mine, named;
+  if (::fstat(fd_, &mine) != 0) return PosixError(errno, absl::StrCat("fstat ", name_));
+  if (::stat(path.c_str(), &named) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    return PosixError(errno, absl::StrCat("stat ", path));
+  }
+  return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino;
+}
+
+absl::StatusOr<std::unique_ptr<OfdLockFile>> OfdLockFile::Open(const std::string& path,
+                                                               bool create, bool direct) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
   if (fd < 0) return PosixError(errno, absl::StrCat("opening ", path));
   int dfd = -1;

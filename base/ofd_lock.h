@@ -89,6 +89,10 @@ class OfdLockFile {
   absl::Status RemoveOwnerRecord(const std::string& id);
   std::vector<std::pair<std::string, std::string>> OwnerRecords();
 
+  // Whether `path` still names this description's file (the same device and inode): false
+  // once the file was deleted, or replaced by another. Errors: the file system's (other
+  // than ENOENT/ENOTDIR, which mean false).
+  absl::StatusOr<bool> PathNamesThisFile(const std::string& path);
   const std::string& name() const { return name_; }
   int fd() const { return fd_; }
 

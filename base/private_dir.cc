@@ -177,17 +177,38 @@ absl::Status MakePrivateDir(const std::string& path, const PrivateDirPolicy& pol
   return CheckPrivateDir(path, policy);
 }
 
+namespace {
+
+// "a regular file of uid 1000, mode 0644", for the warning.
+std::string DescribeObject(const struct stat& st) {
+  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISLNK(st.st_mode)  ? "a symbolic link"
+                     : S_ISREG(st.st_mode)  ? "a regular file"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "a device or other special file";
+  return absl::StrCat(kind, " of uid ", st.st_uid, ", mode ", Mode(st.st_mode));
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> AutomaticJournalRoot(const std::string& base) {
   const uid_t uid = ::geteuid();
   const std::string root = absl::StrCat(base, "/umap-journal-", uid);
   absl::Status s = MakePrivateDir(root, PrivateDirPolicy{uid});
   if (s.ok()) return root;
-  if (!absl::IsPermissionDenied(s)) return s;
+  // Whatever stands at that name and is not a private directory of this user (another
+  // user's directory, link, regular file or FIFO: anyone may create it first in /var/tmp)
+  // must not deny this user Umap. With nothing there, the error is the disk's (a missing or
+  // read-only /var/tmp, a full disk), and a fresh name would meet it too.
+  struct stat st;
+  if (::lstat(root.c_str(), &st) != 0) return s;
   std::string tmpl = absl::StrCat(root, ".XXXXXX");
   if (::mkdtemp(tmpl.data()) == nullptr) {
     return PosixError(errno, absl::StrCat("create a private journal root from ", tmpl));
   }
-  UMAP_LOG(kWarn, "automatic journal: ", s.message(), "; using ", tmpl, " instead");
+  UMAP_LOG(kWarn, "automatic journal: ", root, " is ", DescribeObject(st), " (", s.message(),
+           "); using ", tmpl, " instead");
   if (absl::Status again = CheckPrivateDir(tmpl, PrivateDirPolicy{uid}); !again.ok()) {
     return again;
   }

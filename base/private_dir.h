@@ -42,10 +42,11 @@ absl::Status MakePrivateDir(const std::string& path, const PrivateDirPolicy& pol
 
 // The parent of automatic journal directories for the effective user:
 // /var/tmp/umap-journal-UID, made and checked as above (on a local disk that survives a
-// reboot, unlike $XDG_RUNTIME_DIR's tmpfs). When that name is taken by someone else (anyone
-// may create it first in /var/tmp), a fresh /var/tmp/umap-journal-UID.XXXXXX (mkdtemp:
-// created 0700, atomically, with an unpredictable name) is used instead and a warning says
-// whose the taken one is. `base` replaces /var/tmp (tests).
+// reboot, unlike $XDG_RUNTIME_DIR's tmpfs). When anything but a private directory of the
+// user stands at that name (another user's directory or link, a regular file, a FIFO:
+// anyone may create it first in /var/tmp), a fresh /var/tmp/umap-journal-UID.XXXXXX
+// (mkdtemp: created 0700, atomically, with an unpredictable name) is used instead and a
+// warning says what and whose the taken one is. `base` replaces /var/tmp (tests).
 absl::StatusOr<std::string> AutomaticJournalRoot(const std::string& base = "/var/tmp");
 
 // Makes the file `path` mode 0600 (the journal's files, as its file system creates them),

@@ -31,7 +31,7 @@
 namespace chaos {
 namespace {
 
-constexpr const char* kDefaultFaults = "kill,reboot,timeout,enospc,eio,torn";
+constexpr const char* kDefaultFaults = "kill,reboot,timeout,enospc,eio,torn,journal-damage";
 
 std::string FaultClassHelp() {
   std::string text = "Fault classes (docs/chaos.md):\n";

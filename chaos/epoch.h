@@ -101,6 +101,10 @@ struct Epoch {
   bool fired = false;  // the fault happened (the "faults fired" column)
   // Judged by a umap-recover refusal (journal rot), set by FaultClass::DamageJournal.
   bool expect_refusal = false;
+  // The journal's files were damaged (journal-damage), set by FaultClass::DamageJournal:
+  // recovery either restores every acknowledged umsync (exit 0 or 1, the oracle holds) or
+  // exits non-zero naming the damage; which one is not known in advance.
+  bool judge_damage = false;
 
   // For -v: when the worker started and when its run was judged.
   std::chrono::steady_clock::time_point started = {}, worker_judged = {};

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <regex>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "chaos/capability.h"
@@ -34,10 +36,32 @@ uint64_t Fnv1a(const std::string& bytes) {
   return h;
 }
 
+// Bytes in `path` now (0 when it does not exist yet).
+uint64_t LogSize(const std::string& path) {
+  std::error_code ec;
+  const uint64_t n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+// What `path` got after its first `from` bytes.
+std::string ReadFrom(const std::string& path, uint64_t from) {
+  absl::StatusOr<std::string> all = ReadWholeFile(path);
+  if (!all.ok() || all->size() < from) return "";
+  return all->substr(from);
+}
+
+// Whether umap-recover's report names damage (a damaged or corrupt journal or record).
+bool NamesDamage(const std::string& report) {
+  for (const char* what : {"is damaged", "DATA_LOSS", "corrupt", "Corruption", "damaged"}) {
+    if (absl::StrContains(report, what)) return true;
+  }
+  return false;
+}
+
 // Crash points after which committed transactions are likely left to replay.
 bool LeavesCommittedWork(const std::string& point) {
-  return point == "journal.after_commit" || point == "apply.mid_write" ||
-         point == "apply.after_sync";
+  return point == "journal.after_commit" || point == "journal.before_mark" ||
+         point == "apply.mid_write" || point == "apply.after_sync";
 }
 
 // The initial file: version 0 of every block, except the holes (ftruncate'd, never written).
@@ -435,7 +459,10 @@ bool Harness::RecoverAndJudge(Iteration& it, Epoch& e, const Worker& worker, con
   const std::string rlog = it.data_dir + "/../recover.log";
   const bool pending_likely =
       LeavesCommittedWork(e.crash_point) && !exit.exited && !worker.killed_by_us();
-  const int code1 = Recover(it, e, rlog, /*allow_kill=*/!e.expect_refusal, pending_likely);
+  const uint64_t rlog_before = LogSize(rlog);
+  const int code1 =
+      Recover(it, e, rlog, /*allow_kill=*/!e.expect_refusal && !e.judge_damage, pending_likely);
+  const std::string report1 = ReadFrom(rlog, rlog_before);
   absl::StatusOr<std::string> bytes1 = ReadDataFile(e);
   Exit se1, se2;
   std::vector<std::string> status_argv = e.recover_prefix;
@@ -450,8 +477,22 @@ bool Harness::RecoverAndJudge(Iteration& it, Epoch& e, const Worker& worker, con
                                            (bytes1.ok() ? bytes2 : bytes1).status().ToString()));
     return false;
   }
-  const bool refusal = e.expect_refusal;
-  if (refusal ? code1 != 2 : (code1 != 0 && code1 != 1)) {
+  // Journal damage: a replay that succeeded is judged like any (every acknowledged umsync
+  // restored); one that did not must say what is damaged, and is judged like a refusal.
+  const bool damage_refused = e.judge_damage && code1 != 0 && code1 != 1;
+  if (damage_refused) {
+    it.rec.Describe(absl::StrCat("; recovery refused the damaged journal (exit ", code1, ")"));
+    if (!NamesDamage(report1)) {
+      it.rec.Violate("damage", absl::StrCat("umap-recover replay exited ", code1,
+                                            " on a damaged journal without naming the damage; "
+                                            "see ",
+                                            rlog));
+    }
+  }
+  const bool refusal = e.expect_refusal || damage_refused;
+  if (damage_refused ? code1 != 2 && code1 != 3
+      : refusal      ? code1 != 2
+                     : (code1 != 0 && code1 != 1)) {
     it.rec.Violate(
         refusal ? "crc" : "recovery",
         absl::StrCat("umap-recover replay exited ", code1,
@@ -459,9 +500,10 @@ bool Harness::RecoverAndJudge(Iteration& it, Epoch& e, const Worker& worker, con
                              : " (expected 0 or 1)",
                      "; see ", rlog));
   }
-  if (code2 != (refusal ? 2 : 0)) {
+  const int want2 = damage_refused ? code1 : refusal ? 2 : 0;
+  if (code2 != want2) {
     it.rec.Violate("idempotence", absl::StrCat("second umap-recover replay exited ", code2,
-                                               ", expected ", refusal ? 2 : 0, "; see ", rlog));
+                                               ", expected ", want2, "; see ", rlog));
   }
   if (*bytes1 != *bytes2) {
     it.rec.Violate("idempotence", "the file differs after a second recovery run");
@@ -476,12 +518,18 @@ bool Harness::RecoverAndJudge(Iteration& it, Epoch& e, const Worker& worker, con
   const std::vector<Decoded> after = DecodeFile(it, *bytes1);
   // With the deferral, acknowledged rounds may be only in the journal; a refused journal
   // leaves the file alone to judge (oracle.h, CheckFileAlone).
-  const bool file_alone = refusal && it.defer_file_sync;
-  if (file_alone) it.rec.Describe("; the file judged alone (deferred, journal refused)");
+  // A refusal of a damaged journal may come after a partial replay (it stops at the first
+  // damaged image, docs/recovery.md "A damaged image"): the file owes no round, and a block
+  // rewritten by the replayed prefix may be older than the crash left it; what still holds
+  // is that no block is torn or foreign.
+  const bool file_alone = (refusal && it.defer_file_sync) || damage_refused;
+  if (file_alone) it.rec.Describe("; the file judged alone (journal refused)");
   auto judge = [&](const Model& m, const EpochEvents& events, uint64_t hi,
                    const std::vector<Decoded>& before) {
-    std::vector<Violation> vs = file_alone ? CheckFileAlone(m, events, hi, after, before)
-                                           : Check(m, it.policy, events, hi, after, before);
+    std::vector<Violation> vs =
+        file_alone
+            ? CheckFileAlone(m, events, hi, after, damage_refused ? std::vector<Decoded>() : before)
+            : Check(m, it.policy, events, hi, after, before);
     for (Violation& v : vs) it.rec.violations.push_back(std::move(v));
   };
   if (it.pending.has_value()) {

@@ -225,6 +225,10 @@ class FaultFile final : public File {
     if (env_->IsStale(generation_)) return env_->PowerCutError(What("identify"));
     return target_->Identify();
   }
+  absl::Status StampIdentity() override {
+    if (env_->IsStale(generation_)) return env_->PowerCutError(What("stamp identity"));
+    return target_->StampIdentity();
+  }
   // No descriptor: the runtime would submit io_uring reads to it directly and bypass every
   // fault armed here. Without one, its I/O channels read through ReadAt (this wrapper).
   int fd() const override { return -1; }

@@ -190,6 +190,11 @@ std::string EncodeMapping(const MappingRecord& record) {
   PutFixed64(&v, record.file.size);
   PutFixed32(&v, static_cast<uint32_t>(record.file.path.size()));
   v.append(record.file.path);
+  if (record.file.birth != FileBirth::kUnknown) {
+    v.push_back(static_cast<char>(record.file.birth));
+    PutFixed64(&v, record.file.birth_a);
+    PutFixed64(&v, record.file.birth_b);
+  }
   SealRecord(MappingKey(record.id), &v);
   return v;
 }
@@ -209,8 +214,24 @@ absl::StatusOr<MappingRecord> DecodeMapping(absl::string_view key, absl::string_
       !GetFixed64(&in, &r.file.size) || !GetFixed32(&in, &path_len)) {
     return Malformed(kWhat, "truncated");
   }
-  if (in.size() != path_len) return Malformed(kWhat, "path length does not match the value");
-  r.file.path.assign(in.data(), in.size());
+  constexpr size_t kBirthBytes = 17;  // birth u8 | birth_a u64 | birth_b u64
+  if (in.size() != path_len && in.size() != path_len + kBirthBytes) {
+    return Malformed(kWhat, "path length does not match the value");
+  }
+  r.file.path.assign(in.data(), path_len);
+  in.remove_prefix(path_len);
+  if (!in.empty()) {
+    uint8_t birth = 0;
+    if (!GetByte(&in, &birth) || !GetFixed64(&in, &r.file.birth_a) ||
+        !GetFixed64(&in, &r.file.birth_b)) {
+      return Malformed(kWhat, "truncated birth");
+    }
+    if (birth != static_cast<uint8_t>(FileBirth::kBirthTime) &&
+        birth != static_cast<uint8_t>(FileBirth::kIdXattr)) {
+      return Malformed(kWhat, "unknown kind of birth");
+    }
+    r.file.birth = static_cast<FileBirth>(birth);
+  }
   if (!IsPowerOfTwo(r.block_size)) return Malformed(kWhat, "block size is not a power of two");
   if (policy > 1 || contents > 1) return Malformed(kWhat, "unknown policy or contents");
   r.policy = static_cast<Policy>(policy);

@@ -9,7 +9,8 @@
 //   'F'                          format   magic "UMAPJRNL" | version u32 | rcrc u32
 //   'W'                          watermark last_lsn u64 | last_mapping_id u64 | rcrc u32
 //   'M' | id be64                mapping  block_size u32 | policy u8 | contents u8 | device u64 |
-//                                         inode u64 | size u64 | path_len u32 | path | rcrc u32
+//                                         inode u64 | size u64 | path_len u32 | path |
+//                                         [birth u8 | birth_a u64 | birth_b u64] | rcrc u32
 //   'S' | mapping be64 | block be64   staged block   crc u32 | length u32 | data
 //   'T' | lsn be64               txn header  contents u8 | mapping u64 | n u32 |
 //                                            n x (block u64 | length u32 | crc u32) | rcrc u32
@@ -36,8 +37,11 @@
 
 namespace umap::journal {
 
-// The format this build writes and the newest it reads. Version history: 1 = initial.
-inline constexpr uint32_t kFormatVersion = 1;
+// The format this build writes and the newest it reads. Version history: 1 = initial;
+// 2 = a mapping record may end with the file's birth (FileIdentity::birth).
+inline constexpr uint32_t kFormatVersion = 2;
+// The first version whose mapping records may carry a birth.
+inline constexpr uint32_t kFormatWithBirth = 2;
 // The 8 bytes that open the format record's value.
 inline constexpr absl::string_view kFormatMagic = "UMAPJRNL";
 
@@ -92,6 +96,8 @@ struct MappingRecord {
   friend bool operator==(const MappingRecord&, const MappingRecord&) = default;
 };
 std::string MappingKey(uint64_t id);
+// The birth fields are written only when record.file.birth is known (version 2); a record
+// without them decodes with FileBirth::kUnknown.
 std::string EncodeMapping(const MappingRecord& record);
 absl::StatusOr<MappingRecord> DecodeMapping(absl::string_view key, absl::string_view value);
 

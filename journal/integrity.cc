@@ -11,8 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "base/coding.h"
 #include "base/posix_error.h"
+#include "journal/commit_mark.h"
 #include "journal/format.h"
 #include "journal/rocksdb_status.h"
 #include "journal/wal_damage.h"
@@ -42,7 +44,15 @@ struct Census {
   };
   std::vector<Batch> batches;   // in replay order
   std::set<std::string> live_tables;  // names of the table files the MANIFEST names
+  uint64_t last_lsn = 0;              // the highest LSN committed in what RocksDB would recover
+  uint32_t format_version = 0;        // of the format record (in a table or the WAL); 0: none
 };
+
+// The version in a format record's value (journal/format.h), or 0.
+uint32_t FormatVersionOf(absl::string_view value) {
+  absl::StatusOr<FormatRecord> f = DecodeFormat(FormatKey(), value);
+  return f.ok() ? f->version : 0;
+}
 
 class CensusFilter : public rocksdb::WalFilter {
  public:
@@ -66,6 +76,32 @@ class CensusFilter : public rocksdb::WalFilter {
     if (GetFixed64(&rep, &sequence)) {
       census_->batches.push_back({log_number, sequence, batch.Count()});
     }
+    for (uint64_t lsn : CommitsIn(batch.Data())) {
+      census_->last_lsn = std::max(census_->last_lsn, lsn);
+    }
+    // The format record of a journal whose creation is still in its log.
+    class FormatPut : public rocksdb::WriteBatch::Handler {
+     public:
+      explicit FormatPut(uint32_t* version) : version_(version) {}
+      rocksdb::Status PutCF(uint32_t, const rocksdb::Slice& key,
+                            const rocksdb::Slice& value) override {
+        if (key == rocksdb::Slice(FormatKey())) {
+          *version_ = FormatVersionOf(absl::string_view(value.data(), value.size()));
+        }
+        return rocksdb::Status::OK();
+      }
+      rocksdb::Status DeleteCF(uint32_t, const rocksdb::Slice&) override {
+        return rocksdb::Status::OK();
+      }
+
+     private:
+      uint32_t* version_;
+    };
+    if (census_->format_version == 0) {
+      FormatPut handler(&census_->format_version);
+      rocksdb::WriteBatch copy(batch.Data());
+      copy.Iterate(&handler).PermitUncheckedError();
+    }
     return WalProcessingOption::kIgnoreCurrentRecord;
   }
   const char* Name() const override { return "umap-journal-census"; }
@@ -87,6 +123,20 @@ absl::StatusOr<Census> TakeCensus(const rocksdb::Options& options, const std::st
   std::vector<rocksdb::LiveFileMetaData> live;
   db->GetLiveFilesMetaData(&live);
   for (const rocksdb::LiveFileMetaData& f : live) census.live_tables.insert(f.relative_filename);
+  if (std::string v; db->Get(rocksdb::ReadOptions(), FormatKey(), &v).ok()) {
+    census.format_version = FormatVersionOf(v);
+  }
+  // The newest transaction header in the tables (the WAL's records were not replayed).
+  const std::string headers_end = TagEnd(RecordTag::kTxnHeader);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  it->SeekForPrev(headers_end);
+  if (it->Valid() && it->key().size() == 9 &&
+      it->key()[0] == static_cast<char>(RecordTag::kTxnHeader)) {
+    std::string_view k(it->key().data() + 1, 8);
+    uint64_t lsn = 0;
+    if (GetBigEndian64(&k, &lsn)) census.last_lsn = std::max(census.last_lsn, lsn);
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), absl::StrCat("read journal ", dir));
   return census;
 }
 
@@ -176,6 +226,86 @@ absl::Status CheckUnnamedTables(const rocksdb::Options& options, const std::stri
   return absl::OkStatus();
 }
 
+// CURRENT names the MANIFEST RocksDB opens ("MANIFEST-NNNNNN\n"): one that names nothing
+// there (a changed byte, a cut) would fail the open as a missing file, an I/O error that a
+// rerun cannot fix; it is damage.
+absl::Status CheckCurrent(rocksdb::FileSystem& fs, const std::string& dir,
+                          const std::vector<std::string>& children) {
+  std::string current;
+  rocksdb::IOStatus io = rocksdb::ReadFileToString(&fs, absl::StrCat(dir, "/CURRENT"), &current);
+  if (!io.ok()) return FromRocksDb(io, absl::StrCat("read ", dir, "/CURRENT"));
+  absl::string_view name(current);
+  const bool well_formed = absl::ConsumeSuffix(&name, "\n") &&
+                           absl::StartsWith(name, "MANIFEST-") && name.size() > 9 &&
+                           std::all_of(name.begin() + 9, name.end(),
+                                       [](char c) { return c >= '0' && c <= '9'; });
+  if (!well_formed) {
+    return Lost(dir, absl::StrCat("its CURRENT file does not name a MANIFEST (it holds ",
+                                  current.size(), " bytes that are not \"MANIFEST-<number>\")"));
+  }
+  if (std::find(children.begin(), children.end(), std::string(name)) == children.end()) {
+    return Lost(dir, absl::StrCat("its CURRENT file names ", name, ", which is not there"));
+  }
+  return absl::OkStatus();
+}
+
+// The newest live WAL file and where its readable records end, for a message.
+std::string DescribeWalTail(rocksdb::FileSystem& fs, const std::string& dir,
+                            const std::vector<std::string>& children, uint64_t first_live_wal) {
+  std::string newest;
+  uint64_t newest_number = 0;
+  for (const std::string& name : children) {
+    uint64_t number = 0;
+    if (!absl::EndsWith(name, ".log") ||
+        !absl::SimpleAtoi(absl::string_view(name).substr(0, name.size() - 4), &number) ||
+        number < first_live_wal || (!newest.empty() && number < newest_number)) {
+      continue;
+    }
+    newest = name, newest_number = number;
+  }
+  if (newest.empty()) return "no write-ahead log file is left";
+  const std::string path = absl::StrCat(dir, "/", newest);
+  uint64_t size = 0;
+  fs.GetFileSize(path, rocksdb::IOOptions(), &size, nullptr).PermitUncheckedError();
+  absl::StatusOr<uint64_t> end = WalRecordsEnd(fs, path);
+  return absl::StrCat(
+      "its newest write-ahead log, ", path, ", has ", size, " bytes",
+      end.ok() ? absl::StrCat(" and its readable records end at byte ", *end) : std::string());
+}
+
+// The last acknowledged commit (journal/commit_mark.h) must be in what RocksDB recovers: a
+// log cut short anywhere, or one that lost its newest file, looks like a torn tail to
+// RocksDB and to the WAL scan alike, and only the mark kept beside the log tells.
+absl::Status CheckCommitMark(rocksdb::FileSystem& fs, const std::string& dir,
+                             const std::vector<std::string>& children, const Census& census,
+                             uint64_t last_sequence) {
+  absl::StatusOr<std::optional<CommitMark::Mark>> mark = CommitMark::Read(fs, dir);
+  if (!mark.ok()) return mark.status();
+  if (!mark->has_value()) {
+    // Created before the database since format 2: deleted, and with it the proof of how far
+    // the acknowledged commits go.
+    if (census.format_version < kFormatWithBirth) return absl::OkStatus();
+    return Lost(dir, absl::StrCat(dir, "/", CommitMark::kFileName,
+                                  ", the record of its last acknowledged commit, is missing: "
+                                  "whether its write-ahead log lost commits cannot be told"));
+  }
+  if ((*mark)->sequence <= last_sequence) return absl::OkStatus();
+  const CommitMark::Mark& m = **mark;
+  const std::string lost = census.last_lsn < m.lsn
+                               ? absl::StrCat("LSN ", census.last_lsn + 1, "..", m.lsn)
+                               : absl::StrCat("the commits written after write ", last_sequence,
+                                              " (up to LSN ", m.lsn, ")");
+  return WithErrno(
+      absl::DataLossError(absl::StrCat(
+          "journal ", dir, " is damaged: its write-ahead log was cut short or lost records: ",
+          "the last acknowledged commit is LSN ", m.lsn, " (write ", m.sequence, ", recorded in ",
+          dir, "/", CommitMark::kFileName, "), but its files end at write ", last_sequence,
+          " (last commit found: LSN ", census.last_lsn, "); ",
+          DescribeWalTail(fs, dir, children, census.first_live_wal),
+          ". Acknowledged commits are lost: ", lost)),
+      EIO);
+}
+
 }  // namespace
 
 absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Options& options,
@@ -205,8 +335,17 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
                                       " holds data (RocksDB would start an empty database)"));
       }
     }
+    // Every file of the database gone, but a commit was acknowledged: not a new journal.
+    absl::StatusOr<std::optional<CommitMark::Mark>> mark = CommitMark::Read(fs, dir);
+    if (!mark.ok()) return mark.status();
+    if (mark->has_value() && (*mark)->sequence > 0) {
+      return Lost(dir, absl::StrCat("its CURRENT file is missing, and ", CommitMark::kFileName,
+                                    " records acknowledged commits up to LSN ", (*mark)->lsn,
+                                    " that no file of it holds"));
+    }
     return absl::OkStatus();  // a new journal, or one whose creation failed
   }
+  if (absl::Status s = CheckCurrent(fs, dir, children); !s.ok()) return s;
   absl::StatusOr<Census> census = TakeCensus(options, dir);
   if (!census.ok()) return census.status();
   absl::StatusOr<std::optional<WalDamage>> damage =
@@ -215,7 +354,11 @@ absl::Status CheckJournalIntegrity(rocksdb::FileSystem& fs, const rocksdb::Optio
   if (damage->has_value()) return DamagedWalError(dir, **damage);
   uint64_t last_sequence = 0;
   if (absl::Status s = CheckSequence(dir, *census, &last_sequence); !s.ok()) return s;
-  return CheckUnnamedTables(options, dir, children, *census, last_sequence);
+  if (absl::Status s = CheckUnnamedTables(options, dir, children, *census, last_sequence);
+      !s.ok()) {
+    return s;
+  }
+  return CheckCommitMark(fs, dir, children, *census, last_sequence);
 }
 
 }  // namespace umap::journal

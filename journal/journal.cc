@@ -1,19 +1,21 @@
 #include "journal/journal.h"
 
 #include <malloc.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <tuple>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "base/coding.h"
 #include "base/crash_point.h"
 #include "base/crc32c.h"
 #include "base/log.h"
@@ -21,13 +23,14 @@
 #include "base/private_dir.h"
 #include "base/status_macros.h"
 #include "journal/fenced_fs.h"
+#include "journal/integrity.h"
 #include "journal/lock_holder.h"
 #include "journal/pending_reader.h"
 #include "journal/private_fs.h"
-#include "journal/wal_zero_fill.h"
-#include "journal/table_options.h"
 #include "journal/rocksdb_status.h"
-#include "journal/integrity.h"
+#include "journal/table_options.h"
+#include "journal/wal_damage.h"
+#include "journal/wal_zero_fill.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -130,6 +133,10 @@ ABSL_CONST_INIT absl::Mutex OpenDirs::mu_(absl::kConstInit);
 // LOG file shares the journal's disk: once that disk is full, Debian's RocksDB 7.8.3 (built
 // with assertions) aborts in WritableFileWriter::Append when it logs the very WAL error it
 // is handling (seen: ENOSPC on a full tmpfs). Warnings and errors still reach stderr.
+// A warning RocksDB repeats while a condition lasts ("Stopping writes because we have 2
+// immutable memtables", at every stalled write; "DB::Open() failed", at every reopen of a
+// journal on a full disk) is printed once per kRepeatMicros, with the count of those left
+// out, instead of once per write. Process-wide: every open has a logger of its own.
 class JournalInfoLog final : public rocksdb::Logger {
  public:
   JournalInfoLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
@@ -137,9 +144,38 @@ class JournalInfoLog final : public rocksdb::Logger {
   void Logv(const char* format, va_list ap) override {
     char buf[512];
     vsnprintf(buf, sizeof(buf), format, ap);
-    UMAP_LOG(kWarn, "rocksdb: ", buf);
+    struct timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+    uint64_t left_out = 0;
+    {
+      absl::MutexLock l(&mu_);
+      static const char* last_format_ ABSL_GUARDED_BY(mu_) = nullptr;
+      static uint64_t last_us_ ABSL_GUARDED_BY(mu_) = 0;
+      static uint64_t left_out_ ABSL_GUARDED_BY(mu_) = 0;
+      // The same format (the same warning, whatever its numbers) within the period.
+      if (format == last_format_ && now - last_us_ < kRepeatMicros) {
+        ++left_out_;
+        return;
+      }
+      left_out = format == last_format_ ? left_out_ : 0;
+      last_format_ = format;
+      last_us_ = now;
+      left_out_ = 0;
+    }
+    if (left_out > 0) {
+      UMAP_LOG(kWarn, "rocksdb: ", buf, " (and ", left_out, " more like it in the last ",
+               kRepeatMicros / 1'000'000, " s)");
+    } else {
+      UMAP_LOG(kWarn, "rocksdb: ", buf);
+    }
   }
+
+ private:
+  static constexpr uint64_t kRepeatMicros = 10'000'000;
+  static absl::Mutex mu_;
 };
+ABSL_CONST_INIT absl::Mutex JournalInfoLog::mu_(absl::kConstInit);
 
 // RocksDB options for the journal's workload: small records written with the WAL, most of
 // them deleted again shortly after (commit, apply, mark applied).
@@ -240,6 +276,26 @@ absl::Status RefuseDamagedJournal(rocksdb::FileSystem& fs, const rocksdb::Option
                        "the directory, then `umap-recover --salvage` replays every record that "
                        "can still be read")),
                    EIO);
+}
+
+// A salvage of damage that skipping unreadable log records cannot open past: a MANIFEST
+// that does not read, or a CURRENT file gone while the database's files are there (RocksDB
+// would start an empty database beside them). RocksDB's RepairDB rebuilds the MANIFEST from
+// the table files and the logs, keeping every record they still hold. Writes into `dir`.
+absl::Status RepairForSalvage(rocksdb::FileSystem& fs, const rocksdb::Options& db_options,
+                              const std::string& dir) {
+  // Damage in the middle of a log: skipping its unreadable records (the salvage's recovery
+  // mode) keeps every other record. Anything else the integrity check reports (a MANIFEST
+  // that does not read, a CURRENT gone beside data, a table its MANIFEST lost, a log cut
+  // short) needs the MANIFEST rebuilt from the files.
+  if (!absl::IsDataLoss(CheckJournalIntegrity(fs, db_options, dir))) return absl::OkStatus();
+  absl::StatusOr<std::optional<WalDamage>> damage = FindWalDamage(fs, dir);
+  const bool repair = damage.ok() && !damage->has_value();
+  if (!repair) return absl::OkStatus();
+  UMAP_LOG(kWarn, "journal ", dir,
+           ": salvage: rebuilding its MANIFEST from its table and "
+           "log files (RocksDB RepairDB)");
+  return FromRocksDb(rocksdb::RepairDB(dir, db_options), absl::StrCat("repair journal ", dir));
 }
 
 }  // namespace
@@ -359,6 +415,23 @@ void Journal::FlushAtClose() {
   if (rocksdb::Status s = db_->Flush(fo); !s.ok()) {
     UMAP_LOG(kWarn, "closing journal ", dir_, ": flush failed (", s.ToString(),
              "); the records stay in its write-ahead log");
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (!pending_.empty() || !staged_.empty()) return;
+  }
+  // Nothing pending: every image record is deleted, but its bytes stay in the table files
+  // until a compaction drops them with their tombstones (a journal that carried large
+  // umsyncs kept hundreds of MiB after a clean exit). Compacting everything now leaves the
+  // few records that remain (format, watermark, mappings): the journal shrinks to its
+  // minimum. It reads what the tables hold once.
+  rocksdb::CompactRangeOptions co;
+  co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  co.exclusive_manual_compaction = true;
+  if (rocksdb::Status s = db_->CompactRange(co, nullptr, nullptr); !s.ok()) {
+    UMAP_LOG(kWarn, "closing journal ", dir_, ": compacting its empty tables failed (",
+             s.ToString(), "); they are dropped by a later compaction");
   }
 }
 
@@ -372,6 +445,13 @@ absl::Status Journal::CheckIntegrity(const JournalOptions& options) {
   if (fs == nullptr) fs = rocksdb::FileSystem::Default();
   std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
   return CheckJournalIntegrity(*fs, DbOptions(rocks_env.get(), nullptr, nullptr), options.dir);
+}
+
+absl::Status Journal::CheckIntegrityForOpen(const JournalOptions& options) {
+  std::shared_ptr<rocksdb::FileSystem> fs = options.fs;
+  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
+  std::unique_ptr<rocksdb::Env> rocks_env = rocksdb::NewCompositeEnv(fs);
+  return RefuseDamagedJournal(*fs, DbOptions(rocks_env.get(), nullptr, nullptr), options.dir);
 }
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& options) {
@@ -416,11 +496,22 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   db_options.disable_auto_compactions = options.defer_compaction;
   if (options.salvage) {
     db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords;
+    if (!options.read_only) RETURN_IF_ERROR(RepairForSalvage(*fs, db_options, dir));
   } else {
     RETURN_IF_ERROR(RefuseDamagedJournal(*fs, db_options, dir));
   }
+  // The record of acknowledged commits exists before the database does (commit_mark.h).
+  if (!options.read_only) RETURN_IF_ERROR(CommitMark::CreateIfMissing(*fs, dir));
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(db_options, dir, &db)
                                         : rocksdb::DB::Open(db_options, dir, &db);
+  if (!s.ok() && options.salvage && options.read_only && s.IsCorruption()) {
+    return WithErrno(absl::DataLossError(absl::StrCat(
+                         "journal ", dir, ": ", s.ToString(),
+                         ". Its MANIFEST cannot be read: only a salvaging replay (`umap-recover "
+                         "--salvage`, which writes) can rebuild it from the table and log "
+                         "files; a status or dry run writes nothing")),
+                     EIO);
+  }
   if (!s.ok()) {
     // Safe to probe: no Journal of ours holds the directory (reserved above).
     if (std::optional<pid_t> holder = LockHolder(dir + "/LOCK")) return InUseError(dir, *holder);
@@ -433,6 +524,15 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
                                                std::move(listener), std::move(statistics), db));
   std::move(unreserve).Cancel();  // ~Journal releases it from now on
   RETURN_IF_ERROR(journal->Recover(options.keep_staged || options.read_only, options.read_only));
+  if (!options.read_only) {
+    // A salvaged journal kept less than its mark may say: the mark follows what was kept.
+    std::optional<CommitMark::Mark> reset;
+    if (options.salvage) {
+      absl::MutexLock l(&journal->mu_);
+      reset = CommitMark::Mark{db->GetLatestSequenceNumber(), journal->last_lsn_};
+    }
+    ASSIGN_OR_RETURN(journal->mark_, CommitMark::Open(*fs, dir, reset));
+  }
   if (options.read_only) {
     absl::MutexLock l(&journal->mu_);
     journal->poison_ = WithErrno(
@@ -470,6 +570,7 @@ absl::Status Journal::Recover(bool keep_staged, bool read_only) {
   } else {
     RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("read journal ", dir_)));
     ASSIGN_OR_RETURN(FormatRecord format, DecodeFormat(FormatKey(), value));
+    format_version_ = format.version;
     if (format.version > kFormatVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
           "journal ", dir_, " has format version ", format.version,
@@ -704,6 +805,12 @@ absl::StatusOr<uint64_t> Journal::RegisterMapping(const FileIdentity& file, uint
     RETURN_IF_ERROR(WritableLocked());
     info.id = ++last_mapping_id_;
     watermark = Watermark{last_lsn_, last_mapping_id_};
+    // A journal of an older format keeps its layout, so that the build that wrote it can
+    // still drain it: its mappings go without a birth (checked by device and inode only).
+    if (format_version_ < kFormatWithBirth) {
+      info.file.birth = FileBirth::kUnknown;
+      info.file.birth_a = info.file.birth_b = 0;
+    }
   }
   rocksdb::WriteBatch batch;
   batch.Put(ToSlice(MappingKey(info.id)), ToSlice(EncodeMapping(info)));
@@ -1000,6 +1107,7 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
   std::move(release).Cancel();  // WriteAndSettle releases the claim
   RETURN_IF_ERROR(WriteAndSettle(&batch, /*sync=*/true,
                                  absl::StrCat("commit transaction ", txn.lsn), &claim, settle));
+  RETURN_IF_ERROR(PublishCommit(batch, txn.lsn));
   return txn;
 }
 
@@ -1092,8 +1200,28 @@ absl::Status Journal::CommitStreamed(Transaction* txn, absl::Span<const BlockWri
   tail(&batch);
   // The commit point: the header, with the last payloads and the staged deletions, synced
   // (which makes the earlier payload batches durable too: the WAL is written in order).
-  return WriteAndSettle(&batch, /*sync=*/true, absl::StrCat("commit transaction ", lsn), claim,
-                        on_success);
+  RETURN_IF_ERROR(WriteAndSettle(&batch, /*sync=*/true, absl::StrCat("commit transaction ", lsn),
+                                 claim, on_success));
+  return PublishCommit(batch, lsn);
+}
+
+absl::Status Journal::PublishCommit(const rocksdb::WriteBatch& batch, uint64_t lsn) {
+  if (mark_ == nullptr) return absl::OkStatus();
+  // RocksDB numbers a written batch in its first 8 bytes (fixed64, as the WAL holds it),
+  // one number per record in it.
+  UMAP_CRASH_POINT("journal.before_mark");
+  std::string_view rep(batch.Data());
+  uint64_t first = 0;
+  if (!GetFixed64(&rep, &first) || first == 0) {
+    return absl::InternalError(absl::StrCat("journal ", dir_, ": commit of transaction ", lsn,
+                                            " was given no sequence number by RocksDB"));
+  }
+  absl::Status s = mark_->Publish({first + batch.Count() - 1, lsn});
+  if (!s.ok()) {
+    absl::MutexLock l(&mu_);
+    PoisonLocked(s);
+  }
+  return s;
 }
 
 // ---- apply and GC ------------------------------------------------------------------------

@@ -44,6 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "journal/commit_mark.h"
 #include "journal/format.h"
 #include "journal/journal_fence.h"
 #include "journal/pending_reader.h"
@@ -189,6 +190,9 @@ class Journal {
   // What Open checks before RocksDB touches the directory (journal/integrity.h): OK, or the
   // kDataLoss that Open returns without options.salvage. Writes nothing.
   static absl::Status CheckIntegrity(const JournalOptions& options);
+  // CheckIntegrity worded as Open refuses the journal: with what to do (keep a copy, then
+  // salvage), or the journal reported in use when a live process holds it.
+  static absl::Status CheckIntegrityForOpen(const JournalOptions& options);
 
   // Closes RocksDB, after flushing its log into a table file if anything was written (WriteCloseMark).
   // Pending transactions stay in the journal for the next Open.
@@ -344,6 +348,9 @@ class Journal {
   // journal's records are all in block-checksummed tables and none is in a WAL tail, where
   // damage could not be told from the torn tail of a crash (docs/journal_format.md §8).
   void FlushAtClose();
+  // After a commit's synced `batch` was written: records it as the last acknowledged commit
+  // (journal/commit_mark.h) before Commit returns. A failure poisons the journal.
+  absl::Status PublishCommit(const rocksdb::WriteBatch& batch, uint64_t lsn);
   // Writes `batch`; the caller poisons the journal if this fails.
   absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
   // The ending of every write call: writes `batch`, then, with mu_ held, releases `claim`
@@ -384,6 +391,8 @@ class Journal {
   const std::shared_ptr<Listener> listener_;
   const std::shared_ptr<rocksdb::Statistics> statistics_;
   rocksdb::DB* const db_;  // owned; closed and deleted in ~Journal
+  // The record of the last acknowledged commit; null for a read-only open. Set by Open.
+  std::unique_ptr<CommitMark> mark_;
 
   // Serializes the writes that carry the watermark record (RegisterMapping, MarkApplied), so
   // that they reach the WAL in the order their values were computed. Taken before mu_.
@@ -394,6 +403,7 @@ class Journal {
   std::vector<std::unique_ptr<rocksdb::WriteBatch>> spare_batches_ ABSL_GUARDED_BY(spare_mu_);
   absl::CondVar claims_changed_;
   absl::Status poison_ ABSL_GUARDED_BY(mu_);
+  uint32_t format_version_ ABSL_GUARDED_BY(mu_) = kFormatVersion;  // the journal's F record
   uint64_t last_lsn_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_mapping_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, MappingInfo> mappings_ ABSL_GUARDED_BY(mu_);

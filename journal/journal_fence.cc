@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,9 +14,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/crc32c.h"
+#include "base/dir_lock.h"
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
+#include "journal/lock_holder.h"
+#include "umap/env.h"
 
 namespace umap::journal {
 namespace {
@@ -115,9 +119,61 @@ std::string OwnerRecord::Describe() const {
   return absl::StrCat("pid ", pid, " on ", host, " (uid ", uid, "), epoch ", epoch);
 }
 
+namespace {
+
+// The directory's own lock (base/dir_lock.h): null where the file system keeps none.
+absl::StatusOr<std::unique_ptr<DirLock>> LockDirectory(const std::string& dir,
+                                                       uint64_t expected_epoch) {
+  absl::StatusOr<std::unique_ptr<DirLock>> lock = DirLock::TryLock(dir);
+  if (lock.ok()) return lock;
+  const int err = ErrnoFromStatus(lock.status());
+  if (DirLock::Unsupported(err)) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      UMAP_LOG(kWarn, "journal ", dir, ": the file system locks no directories (",
+               lock.status().message(), "): a live owner whose ", JournalFence::kFileName,
+               " was deleted cannot be seen by the next one");
+    }
+    return std::unique_ptr<DirLock>();
+  }
+  if (err != EBUSY) return lock.status();
+  // Name the holder by its owner record when there is one to read (never created here),
+  // else by the pid /proc/locks shows for the directory's lock.
+  std::string holder = "another process (not shown in /proc/locks: on another node?)";
+  if (absl::StatusOr<FileIdentity> id = Env::Default()->IdentifyPath(dir); id.ok()) {
+    if (pid_t pid = FlockHolder(id->device, id->inode); pid > 0) {
+      holder = absl::StrCat("process ", pid);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<OfdLockFile>> f =
+      OfdLockFile::Open(absl::StrCat(dir, "/", JournalFence::kFileName), /*create=*/false,
+                        /*direct=*/true);
+  if (f.ok()) {
+    absl::StatusOr<std::optional<OwnerRecord>> rec = ReadRecord(**f);
+    if (rec.ok() && rec->has_value()) holder = (*rec)->Describe();
+  }
+  if (expected_epoch != 0) {
+    return WithErrno(absl::FailedPreconditionError(absl::StrCat(
+                         "journal ", dir, " was taken over by ", holder,
+                         ", which holds the directory's lock; this process (epoch ", expected_epoch,
+                         ") writes nothing more into it or its files")),
+                     ESTALE);
+  }
+  return WithErrno(absl::UnavailableError(absl::StrCat(
+                       "journal ", dir, " is in use by ", holder, " (it holds the lock of ", dir,
+                       " itself, which no file deleted in it releases); stop that process or "
+                       "wait for it to exit")),
+                   EBUSY);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<JournalFence>> JournalFence::Acquire(const std::string& dir,
                                                                     uint64_t expected_epoch) {
   const std::string path = absl::StrCat(dir, "/", kFileName);
+  // First the directory's own lock: a live owner keeps it whatever was deleted inside (its
+  // UMAP-OWNER, RocksDB's LOCK), and nothing is created or written here before it is held.
+  ASSIGN_OR_RETURN(std::unique_ptr<DirLock> dir_lock, LockDirectory(dir, expected_epoch));
   ASSIGN_OR_RETURN(std::unique_ptr<OfdLockFile> owner,
                    OfdLockFile::Open(path, /*create=*/true, /*direct=*/true));
   absl::StatusOr<std::optional<LockConflict>> held = owner->TryLock(0, 1, /*exclusive=*/true);
@@ -143,6 +199,16 @@ absl::StatusOr<std::unique_ptr<JournalFence>> JournalFence::Acquire(const std::s
                      EBUSY);
   }
   if (!prev.ok() && !absl::IsDataLoss(prev.status())) return prev.status();
+  // RocksDB's LOCK, held by a live process whose UMAP-OWNER was deleted (on a file system
+  // whose directory locks do not reach the other nodes): not ours, so nothing is written.
+  if (pid_t pid = 0; LockIsHeld(absl::StrCat(dir, "/LOCK"), &pid)) {
+    return WithErrno(absl::UnavailableError(absl::StrCat(
+                         "journal ", dir, " is in use by ",
+                         pid > 0 ? absl::StrCat("process ", pid) : std::string("another process"),
+                         " (it holds ", dir, "/LOCK, though ", path,
+                         " names no live owner); stop that process or wait for it to exit")),
+                     EBUSY);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<OfdLockFile> probe,
                    OfdLockFile::Open(path, /*create=*/false, /*direct=*/false));
   OwnerRecord mine;
@@ -174,8 +240,8 @@ absl::StatusOr<std::unique_ptr<JournalFence>> JournalFence::Acquire(const std::s
   // Durable before anything else is written into the directory: a former owner that comes
   // back finds it at its next check.
   RETURN_IF_ERROR(WriteRecord(*owner, mine));
-  return std::unique_ptr<JournalFence>(
-      new JournalFence(dir, std::move(owner), std::move(probe), std::move(mine)));
+  return std::unique_ptr<JournalFence>(new JournalFence(dir, std::move(dir_lock), std::move(owner),
+                                                        std::move(probe), std::move(mine)));
 }
 
 JournalFence::~JournalFence() = default;
@@ -210,6 +276,14 @@ absl::Status JournalFence::Check() {
   if (absl::IsDataLoss(rec.status())) return Fence(std::string(rec.status().message()));
   if (!rec.ok()) return rec.status();  // cannot tell now: neither fenced nor checked
   if (record_changed) return Fence(absl::StrCat("the owner record names ", Describe(rec)));
+  // The lock and the record read above are those of the file this process opened. Deleted
+  // or replaced, it proves nothing: another process may own a new one now.
+  ASSIGN_OR_RETURN(const bool named, owner_->PathNamesThisFile(absl::StrCat(dir_, "/", kFileName)));
+  if (!named) {
+    return Fence(absl::StrCat(dir_, "/", kFileName,
+                              " was deleted or replaced: its lock and "
+                              "record no longer prove that this process owns the journal"));
+  }
   last_ok_us_.store(MonotonicMicros(), std::memory_order_release);
   return absl::OkStatus();
 }
@@ -232,6 +306,9 @@ void JournalFence::Release() {
   }
 }
 
-void JournalFence::TEST_DropOwnerLock() { owner_->Unlock(0, 1).IgnoreError(); }
+void JournalFence::TEST_DropOwnerLock() {
+  owner_->Unlock(0, 1).IgnoreError();
+  if (dir_lock_ != nullptr) dir_lock_->TEST_Release();
+}
 
 }  // namespace umap::journal

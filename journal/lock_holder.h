@@ -19,6 +19,11 @@ namespace umap::journal {
 // checking that no Journal of this process has the directory open.
 std::optional<pid_t> LockHolder(const std::string& lock_path);
 
+// Whether any process (of this node or, on a file system with cluster-wide locks, another)
+// holds a conflicting fcntl lock on `lock_path`, named or not; *pid: its pid when the file
+// system reports one, else 0. The same REQUIRES as LockHolder.
+bool LockIsHeld(const std::string& lock_path, pid_t* pid);
+
 }  // namespace umap::journal
 
 #endif  // UMAP_JOURNAL_LOCK_HOLDER_H_

@@ -324,6 +324,8 @@ absl::StatusOr<uint64_t> WalRecordsEnd(rocksdb::FileSystem& fs, const std::strin
   return Parse(*bytes, 0, number, &fragments, &orphans, [](absl::string_view) {}).record_begin;
 }
 
+std::vector<uint64_t> CommitsIn(absl::string_view record) { return Inspect(record).lsns; }
+
 absl::StatusOr<bool> AllZeros(rocksdb::FileSystem& fs, const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadWhole(fs, path);
   if (!bytes.ok()) return bytes.status();

@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace rocksdb {
 class FileSystem;
@@ -66,6 +68,9 @@ absl::StatusOr<bool> AllZeros(rocksdb::FileSystem& fs, const std::string& path);
 // The refusal of a damaged journal: kDataLoss (errno EIO), naming the bytes that cannot be
 // read, the LSNs around them, that acknowledged commits may be lost, and what to do.
 absl::Status DamagedWalError(const std::string& dir, const WalDamage& damage);
+
+// The LSNs of the transactions a WAL record (one WriteBatch's bytes) commits.
+std::vector<uint64_t> CommitsIn(absl::string_view record);
 
 // A one-line description of `damage` (the bytes, the records and LSNs after it).
 std::string DescribeWalDamage(const WalDamage& damage);

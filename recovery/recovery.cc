@@ -205,16 +205,18 @@ absl::StatusOr<Report> Recover(const RecoverOptions& options) {
   jo.owner = options.journal_owner;
   // Whose journal it is, before anything in it is looked at.
   RETURN_IF_ERROR(journal::Journal::CheckPrivate(jo));
-  absl::StatusOr<FileIdentity> current = jenv->IdentifyPath(options.journal_dir + "/CURRENT");
-  if (!current.ok()) {
-    if (absl::IsNotFound(current.status())) {
-      return missing("the directory holds no RocksDB database (no CURRENT file)");
-    }
-    return current.status();
-  }
-
   jo.fs = options.journal_fs;
   jo.env = jenv;
+  absl::StatusOr<FileIdentity> current = jenv->IdentifyPath(options.journal_dir + "/CURRENT");
+  if (!current.ok()) {
+    if (!absl::IsNotFound(current.status())) return current.status();
+    // "No journal" means none was ever written here: a directory whose CURRENT is gone
+    // while its logs, tables or commit mark remain is a damaged journal (allow_missing_
+    // journal or not), which only a salvage may open.
+    absl::Status intact = journal::Journal::CheckIntegrityForOpen(jo);
+    if (intact.ok()) return missing("the directory holds no RocksDB database (no CURRENT file)");
+    if (!options.salvage || !absl::IsDataLoss(intact)) return intact;
+  }
   // Keep the staged records: dry-run and verify must not change the journal, and a replay
   // drops them with each mapping it forgets (so they are counted per mapping).
   jo.keep_staged = true;

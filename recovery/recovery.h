@@ -292,8 +292,11 @@ ExitCode ExitCodeOf(const Report& report);
 // inode must match. So must the device, except that file systems without a block device of
 // their own (FUSE — GlusterFS —, NFS, and other anonymous-device mounts, major number 0) get
 // a new st_dev at every mount: after a client restart or a node reboot the same file comes
-// back under another device number.
+// back under another device number. A journaled birth (FileIdentity::birth) must be found
+// again: a file deleted and created again at the same inode number is another file.
 bool SameFile(const FileIdentity& journaled, const FileIdentity& found);
+// "device D inode I born TIME" (or "id HEX"), for messages.
+std::string DescribeIdentity(const FileIdentity& file);
 // For an error Recover returned instead of a report.
 ExitCode ExitCodeOf(const absl::Status& status);
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/posix_error.h"
 
 namespace umap::recovery {
@@ -21,9 +22,36 @@ bool IsNotWritable(const absl::Status& s) {
 
 bool SameFile(const FileIdentity& journaled, const FileIdentity& found) {
   if (journaled.inode != found.inode) return false;
+  // A file deleted and re-created gets the freed inode number at once (ext4), but not the
+  // birth: a journaled birth must be found again, of the same kind.
+  if (journaled.birth != FileBirth::kUnknown &&
+      (found.birth != journaled.birth || found.birth_a != journaled.birth_a ||
+       found.birth_b != journaled.birth_b)) {
+    return false;
+  }
   if (journaled.device == found.device) return true;
   return major(static_cast<dev_t>(journaled.device)) == 0 &&
          major(static_cast<dev_t>(found.device)) == 0;
+}
+
+std::string DescribeIdentity(const FileIdentity& f) {
+  std::string s = absl::StrCat("device ", f.device, " inode ", f.inode);
+  switch (f.birth) {
+    case FileBirth::kBirthTime:
+      absl::StrAppend(&s, " born ",
+                      absl::FormatTime("%Y-%m-%d %H:%M:%E9S UTC",
+                                       absl::FromUnixSeconds(static_cast<int64_t>(f.birth_a)) +
+                                           absl::Nanoseconds(f.birth_b),
+                                       absl::UTCTimeZone()));
+      break;
+    case FileBirth::kIdXattr:
+      absl::StrAppend(&s, " id ", absl::Hex(f.birth_a, absl::kZeroPad16),
+                      absl::Hex(f.birth_b, absl::kZeroPad16));
+      break;
+    case FileBirth::kUnknown:
+      break;
+  }
+  return s;
 }
 
 std::pair<std::string, bool> Relocate(const std::string& path,
@@ -84,13 +112,18 @@ void CheckTarget(MappingWork* w, const RecoverOptions& options, Env* env) {
   w->stat_ok = true;
   if (w->bad_txn) return;  // refused by the scan
   if (!r.relocated && !SameFile(m.file, *found)) {
+    const bool reborn = m.file.inode == found->inode && m.file.device == found->device;
     Refuse(w, Problem::kIdentityMismatch,
            absl::FailedPreconditionError(absl::StrCat(
-               "mapping ", m.id, ": ", where, " is not the journaled file: journaled device ",
-               m.file.device, " inode ", m.file.inode, ", found device ", found->device,
-               " inode ", found->inode, " (replaced, copied or restored?)", kept,
-               ". If it holds the same data at a new place or mount, use --force-path ",
-               m.file.path, "=", r.target_path)));
+               "mapping ", m.id, ": ", where, " is not the journaled file: journaled ",
+               DescribeIdentity(m.file), ", found ", DescribeIdentity(*found),
+               reborn ? " (deleted and created again: the inode number was reused)"
+                      : " (replaced, copied or restored?)",
+               kept, ". If it holds the same data at a new place or mount, use --force-path ",
+               m.file.path, "=", r.target_path,
+               reborn ? "; if the journaled file is gone for good, its records cannot be "
+                        "replayed anywhere: keep a copy of the journal and remove it"
+                      : "")));
     return;
   }
   if (!options.accept_size_change && found->size != m.file.size) {
@@ -131,9 +164,8 @@ absl::Status OpenTarget(FileGroup* g, Mode mode, Env* env) {
   const FileIdentity& checked = g->members.front()->found;
   if (!SameFile(checked, *id)) {
     absl::Status s = absl::FailedPreconditionError(
-        absl::StrCat(g->path, " was replaced while recovery checked it (device ", id->device,
-                     " inode ", id->inode, ", was ", checked.device, " ", checked.inode,
-                     "); nothing written"));
+        absl::StrCat(g->path, " was replaced while recovery checked it (", DescribeIdentity(*id),
+                     ", was ", DescribeIdentity(checked), "); nothing written"));
     FailGroup(g, Problem::kIdentityMismatch, s);
     return s;
   }

@@ -1,9 +1,11 @@
 // The one place where UMAP_* environment variables are read (docs/configuration.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -11,7 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/status_macros.h"
+#include "runtime/memory_budget.h"
+#include "runtime/memory_probe.h"
 #include "runtime/options.h"
+#include "runtime/system_memory_probe.h"
 
 namespace umap::runtime {
 namespace {
@@ -65,12 +71,77 @@ RuntimeOptions RuntimeOptions::FromConfig(const umap_config& c) {
   return o;
 }
 
+namespace {
+
+constexpr char kBlockSizeName[] = "block_size (UMAP_BLOCK_SIZE, umap_config.block_size)";
+constexpr char kIoMaxName[] = "io_max_bytes (UMAP_IO_MAX_BYTES, umap_config.io_max_bytes)";
+
+// The sizes that decide how much memory the runtime takes outside its cache before it
+// maps anything, checked before any of it is allocated: a block is read and written whole
+// (so the largest I/O must hold one), and (CheckFixedMemory) the fixed buffers (shadow
+// buffers, populated at creation, and the I/O channels' buffers) must fit in the memory
+// the process may use.
+absl::Status CheckSizes(const RuntimeOptions& o, size_t page) {
+  if (o.block_size < page || (o.block_size & (o.block_size - 1)) != 0) {
+    return PosixError(EINVAL, absl::StrCat(kBlockSizeName, " = ", o.block_size,
+                                           " must be a power of two >= the page size ", page,
+                                           " (e.g. 4096, 64K, 1M)"));
+  }
+  constexpr size_t kMaxIo = size_t{64} << 20;
+  if (o.block_size > kMaxIo) {
+    return PosixError(EINVAL, absl::StrCat(kBlockSizeName, " = ", o.block_size,
+                                           " is larger than the largest I/O, 64 MiB: a block "
+                                           "is read and written whole; use at most 64M"));
+  }
+  if (o.io_max_bytes < o.block_size || o.io_max_bytes > kMaxIo ||
+      o.io_max_bytes % o.block_size != 0) {
+    return PosixError(
+        EINVAL,
+        absl::StrCat(kIoMaxName, " = ", o.io_max_bytes, " must be a multiple of ", kBlockSizeName,
+                     " = ", o.block_size, ", at most 64 MiB",
+                     o.io_max_bytes < o.block_size ? ": a block is read and written whole; raise "
+                                                     "UMAP_IO_MAX_BYTES to the block size or lower "
+                                                     "UMAP_BLOCK_SIZE"
+                                                   : ""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFixedMemory(const RuntimeOptions& o, uint64_t shadows) {
+  std::unique_ptr<MemoryProbe> own;
+  MemoryProbe* probe = o.memory_probe.get();
+  if (probe == nullptr) {
+    own = SystemMemoryProbe::Create("", /*pressure=*/false);
+    probe = own.get();
+  }
+  absl::StatusOr<MemorySample> sample = probe->Sample();
+  if (!sample.ok() || sample->limit == 0) return absl::OkStatus();  // nothing to compare with
+  const uint64_t shadow_bytes = shadows * o.block_size;
+  const uint64_t io_bytes =
+      uint64_t{o.handler_threads + o.io_channels} * o.io_depth * o.io_max_bytes;
+  const uint64_t room =
+      sample->limit - std::min(sample->limit, MemoryBudget::BaseMargin(sample->limit));
+  if (shadow_bytes + io_bytes > room) {
+    return PosixError(
+        ENOMEM,
+        absl::StrCat("the runtime's fixed buffers would take ", (shadow_bytes + io_bytes) >> 20,
+                     " MiB (", shadows, " shadow buffers of ", kBlockSizeName, " = ", o.block_size,
+                     ", and up to ", o.handler_threads + o.io_channels, " x ", o.io_depth,
+                     " I/O buffers (handler_threads + io_channels, x UMAP_IO_DEPTH) "
+                     "of ",
+                     kIoMaxName, " = ", o.io_max_bytes, "), more than the ", room >> 20,
+                     " MiB this process may use (", probe->Describe(),
+                     "); nothing was allocated. Lower UMAP_BLOCK_SIZE, UMAP_IO_MAX_BYTES or "
+                     "UMAP_IO_DEPTH, or raise the memory limit"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Geometry> ComputeGeometry(const RuntimeOptions& o) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  if (o.block_size < page || (o.block_size & (o.block_size - 1)) != 0) {
-    return PosixError(EINVAL, absl::StrCat("block_size ", o.block_size,
-                                           " must be a power of two >= the page size ", page));
-  }
+  RETURN_IF_ERROR(CheckSizes(o, page));
   if (o.handler_threads == 0 || o.handler_threads > 64) {
     return PosixError(EINVAL, absl::StrCat("handler_threads ", o.handler_threads,
                                            " must be in 1..64"));
@@ -92,6 +163,7 @@ absl::StatusOr<Geometry> ComputeGeometry(const RuntimeOptions& o) {
                                            " blocks of ", o.block_size,
                                            "; need at least 12 and at most 2^31"));
   }
+  RETURN_IF_ERROR(CheckFixedMemory(o, shadows));
   const uint32_t cache = static_cast<uint32_t>(total - shadows);
   const uint64_t start = std::max<uint64_t>(o.lazy_start_bytes / o.block_size, 16);
   return Geometry{o.block_size, cache, static_cast<uint32_t>(shadows),

@@ -1,12 +1,13 @@
 #include "runtime/journal_write_back.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <utility>
-
-#include <pthread.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/crash_point.h"
@@ -57,6 +58,16 @@ absl::Status JournalHandle::Resume(Env* env) {
   return absl::OkStatus();
 }
 
+namespace {
+
+uint64_t MonotonicMicros() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+}  // namespace
+
 absl::Status JournalHandle::ReopenIfPoisoned() {
   {
     absl::ReaderMutexLock l(&mu_);
@@ -75,7 +86,7 @@ absl::Status JournalHandle::ReopenIfPoisoned() {
   // Never write again to a journal that saw a write error: close it, open it again, which
   // recovers from what reached the disk (RocksDB point-in-time recovery). Staged records are
   // kept: this runtime's cache still refers to them.
-  if (journal_ != nullptr) {
+  if (journal_ != nullptr && failing_since_us_ == 0) {
     UMAP_LOG(kWarn, "reopening journal ", options_.dir, " after: ",
              journal_->poisoned().ToString());
   }
@@ -93,23 +104,74 @@ absl::Status JournalHandle::ReopenIfPoisoned() {
     if (r.ok()) {
       journal_ = std::move(*r);
       reopens_.fetch_add(1, std::memory_order_release);
-      UMAP_LOG(kWarn, "journal ", options_.dir, " could not be reopened for writing (",
-               j.status().ToString(), "); serving reads from a read-only open until it can");
-    } else {
-      UMAP_LOG(kError, "journal ", options_.dir, " could not be reopened, not even read-only: ",
-               r.status().ToString());
     }
+    SayReopenFailed(r.ok() ? j.status() : r.status(), r.ok());
     return j.status();
   }
   journal_ = std::move(*j);
   reopens_.fetch_add(1, std::memory_order_release);
+  SayReopened();
   return absl::OkStatus();
+}
+
+void JournalHandle::SayReopenFailed(const absl::Status& why, bool read_only_kept) {
+  const uint64_t now = MonotonicMicros();
+  ++failed_reopens_;
+  if (failing_since_us_ == 0) {
+    failing_since_us_ = last_said_us_ = now;
+    last_errno_ = ErrnoFromStatus(why);
+    UMAP_LOG(kError, "journal ", options_.dir, " cannot be written (", why.message(), "), ",
+             read_only_kept ? "read-only until it can (blocks in it stay readable)"
+                            : "and cannot even be read",
+             ". It is tried again every 100 ms. Meanwhile umsync and uunmap fail with that "
+             "error and keep their blocks dirty (nothing acknowledged is lost); dirty blocks "
+             "cannot be spilled or written back, so a page fault that needs a cache block "
+             "waits up to ",
+             kFillWaitSeconds,
+             " s for one, then its thread gets SIGBUS. Make "
+             "room on the journal's disk (or fix it), or umsync less data at a time");
+    return;
+  }
+  // Another cause (the file system answers again, and says the journal was taken over;
+  // the disk is full after it was unreachable) is news: said at once.
+  const int err = ErrnoFromStatus(why);
+  if (err == last_errno_ && now - last_said_us_ < kSayEveryMicros) return;
+  last_said_us_ = now;
+  if (err != last_errno_) {
+    last_errno_ = err;
+    UMAP_LOG(kError, "journal ", options_.dir, " cannot be written, now: ", why.message());
+    return;
+  }
+  UMAP_LOG(kWarn, "journal ", options_.dir, " still cannot be written after ",
+           (now - failing_since_us_) / 1'000'000, " s (", failed_reopens_,
+           " attempts): ", why.message());
+}
+
+void JournalHandle::SayReopened() {
+  if (failing_since_us_ == 0) return;
+  UMAP_LOG(kWarn, "journal ", options_.dir, " is written again after ",
+           (MonotonicMicros() - failing_since_us_) / 1'000'000, " s (", failed_reopens_,
+           " failed attempts)");
+  failing_since_us_ = 0;
+  failed_reopens_ = 0;
 }
 
 absl::StatusOr<std::unique_ptr<JournalWriteBack>> JournalWriteBack::Create(
     JournalHandle* journal, File* file, uint32_t block_size, journal::Policy policy,
     journal::Contents contents, bool defer_file_sync) {
   ASSIGN_OR_RETURN(FileIdentity id, file->Identify());
+  if (id.birth == FileBirth::kUnknown) {
+    // No birth time on this file system: an id of the file's own, so that a file created
+    // later at the same inode number is not taken for it. Where none can be set (no
+    // extended attributes, a read-only attribute space) the device and inode must do.
+    if (absl::Status s = file->StampIdentity(); s.ok()) {
+      ASSIGN_OR_RETURN(id, file->Identify());
+    } else {
+      UMAP_LOG(kInfo, "journal: ", file->name(), " has no birth time and no id (", s.message(),
+               "): recovery tells it from a file created later at its inode number by "
+               "device, inode and size only");
+    }
+  }
   ASSIGN_OR_RETURN(uint64_t mapping_id, journal->Run([&](journal::Journal& j) {
     return j.RegisterMapping(id, block_size, policy, contents);
   }));

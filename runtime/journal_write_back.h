@@ -59,6 +59,10 @@
 
 namespace umap::runtime {
 
+// How long a page fault waits for a cache block (whose dirty contents could not be written
+// back or spilled) before its thread gets SIGBUS (Runtime's fill wait).
+inline constexpr int kFillWaitSeconds = 60;
+
 class JournalHandle {
  public:
   static absl::StatusOr<std::unique_ptr<JournalHandle>> Open(journal::JournalOptions options);
@@ -122,6 +126,13 @@ class JournalHandle {
                          std::unique_ptr<journal::Journal> journal)
       : options_(std::move(options)), journal_(std::move(journal)) {}
   absl::Status ReopenIfPoisoned();
+  // The log of a journal that cannot be written (a full disk): what happens and for how
+  // long at the first failed reopen, then one line every kSayEveryMicros at most, and one
+  // when it is written again; not one line per retry (they come every 100 ms).
+  void SayReopenFailed(const absl::Status& why, bool read_only_kept)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SayReopened() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr uint64_t kSayEveryMicros = 10'000'000;
   static constexpr int kReadReopenAttempts = 4;
   static void SleepBeforeRetry(int attempt);
 
@@ -130,6 +141,10 @@ class JournalHandle {
   std::unique_ptr<journal::Journal> journal_ ABSL_GUARDED_BY(mu_);
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> reopens_{0};  // written under mu_ (writer)
+  uint64_t failing_since_us_ ABSL_GUARDED_BY(mu_) = 0;  // 0: the last reopen succeeded
+  uint64_t last_said_us_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failed_reopens_ ABSL_GUARDED_BY(mu_) = 0;
+  int last_errno_ ABSL_GUARDED_BY(mu_) = 0;  // of the failure said last
 };
 
 class JournalWriteBack final : public WriteBack {

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <mutex>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/fs_kind.h"
 #include "base/log.h"
@@ -32,7 +34,7 @@ namespace {
 constexpr int kMsgBatch = 16;
 // How long a fill waits for a cache block before it gives up with SIGBUS. Long enough for
 // write-backs to drain on a slow DFS, short enough that a stall is reported, not hidden.
-constexpr auto kPoolWaitBudget = std::chrono::seconds(60);
+constexpr auto kPoolWaitBudget = std::chrono::seconds(kFillWaitSeconds);
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -322,20 +324,41 @@ Runtime::~Runtime() {
   if (signal_mode_) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
   if (signal_mode_) UnmapBuffer(run_arena_, size_t{kRunBuffers} * kRunBytes);
   absl::MutexLock l(&mu_);
-  if (journal_ != nullptr && !journal_->suspended()) {
-    std::string dir = journal_->dir();
-    bool idle = journal_
-                    ->Run([](journal::Journal& j) {
-                      journal::Journal::Stats st = j.stats();
-                      return absl::Status(st.pending_txns == 0 && st.mappings == 0
-                                              ? absl::OkStatus()
-                                              : absl::FailedPreconditionError("pending"));
-                    })
-                    .ok();
-    journal_.reset();
-    // A journal we created and that holds nothing is removed; anything else stays for
-    // umap-recover.
-    if (journal_auto_ && idle) env_->RemoveTree(dir).IgnoreError();  // leftovers are harmless
+  CloseJournalLocked(/*only_if_idle=*/false);
+}
+
+void Runtime::CloseIdleJournal() {
+  absl::MutexLock l(&mu_);
+  CloseJournalLocked(/*only_if_idle=*/true);
+}
+
+void Runtime::CloseJournalLocked(bool only_if_idle) {
+  if (journal_ == nullptr || journal_->suspended()) return;
+  // A map between taking the handle and registering its mapping uses it.
+  if (only_if_idle && journal_users_ > 0) return;
+  const std::string dir = journal_->dir();
+  const bool idle = journal_
+                        ->Run([](journal::Journal& j) {
+                          journal::Journal::Stats st = j.stats();
+                          return absl::Status(st.pending_txns == 0 && st.mappings == 0
+                                                  ? absl::OkStatus()
+                                                  : absl::FailedPreconditionError("pending"));
+                        })
+                        .ok();
+  if (only_if_idle && !idle) return;
+  journal_.reset();  // an idle journal compacts itself to its minimum as it closes
+  // A journal we created and that holds nothing is removed, and with it the fallback parent
+  // made for it alone (base/private_dir.h: a fresh .XXXXXX per runtime); anything else stays
+  // for umap-recover.
+  if (!journal_auto_ || !idle) return;
+  std::string remove = dir;
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  if (absl::StrContains(parent.substr(parent.rfind('/') + 1),
+                        absl::StrCat("umap-journal-", ::geteuid(), "."))) {
+    remove = parent;
+  }
+  if (absl::Status s = env_->RemoveTree(remove); !s.ok()) {
+    UMAP_LOG(kWarn, "could not remove the automatic journal ", remove, ": ", s.message());
   }
 }
 
@@ -816,6 +839,41 @@ std::string Runtime::journal_dir() {
   return journal_ ? journal_->dir() : std::string();
 }
 
+namespace {
+
+// A journal that cannot be opened, worded for the person who set it up.
+absl::Status JournalOpenError(const absl::Status& why, const std::string& dir, bool automatic) {
+  const char* advice = "";
+  switch (ErrnoFromStatus(why)) {
+    case ENOTDIR:
+      advice =
+          "; it, or a directory on its path, is not a directory: point the journal at a "
+          "directory";
+      break;
+    case ENOENT:
+      advice =
+          "; a directory on its path does not exist (the journal directory itself is "
+          "created, its parents are not): create them, or choose another place";
+      break;
+    case EACCES:
+    case EROFS:
+      advice = "; this user may not create or write it: choose a writable place";
+      break;
+    case ENOSPC:
+    case EDQUOT:
+      advice = "; its disk is full: make room, or choose another place";
+      break;
+    default:
+      break;
+  }
+  return Reword(
+      why, absl::StrCat("journal directory ", dir,
+                        automatic ? " (the automatic one)" : " (journal_dir, UMAP_JOURNAL_DIR)",
+                        " cannot be used: ", why.message(), advice));
+}
+
+}  // namespace
+
 absl::Status Runtime::RecoverPendingFor(JournalHandle* handle, File* file) {
   // A file mapped again while the journal still holds committed transactions for it (an
   // earlier run of this journal directory crashed before applying them) is brought up to
@@ -880,8 +938,13 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
                       "the block payloads in the journal)");
   }
   JournalHandle* handle;
+  absl::Cleanup unuse = [this] {
+    absl::MutexLock l(&mu_);
+    --journal_users_;
+  };
   {
     absl::MutexLock l(&mu_);
+    ++journal_users_;
     if (journal_ == nullptr) {
       std::string dir = options_.journal_dir;
       bool automatic = dir.empty();
@@ -901,13 +964,9 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       jo.commit_batch_bytes = options_.umsync_chunk_bytes;
       absl::StatusOr<std::unique_ptr<JournalHandle>> opened = JournalHandle::Open(jo);
       if (!opened.ok()) {
-        // A damaged journal, or one that is not private to its owner, refuses every writable
-        // mapping until someone looks at it: say why where they will see it (map errors
-        // are otherwise only errnos).
-        if (absl::IsDataLoss(opened.status()) || absl::IsPermissionDenied(opened.status())) {
-          UMAP_LOG(kError, opened.status().message());
-        }
-        return opened.status();
+        // The caller sees an errno (umap_ex logs this message): name the directory, where it
+        // came from, and what to do.
+        return JournalOpenError(opened.status(), dir, automatic);
       }
       journal_ = *std::move(opened);
       journal_auto_ = automatic;

@@ -229,6 +229,10 @@ class Runtime {
   Env* env() const { return env_; }
   // The journal directory in use ("" until the first writable mapping, or journal off).
   std::string journal_dir();
+  // A program's clean exit (an atexit handler of the C API): closes the journal if no
+  // mapping is registered in it and nothing is pending, and removes it when this runtime
+  // chose the directory (the automatic one). A runtime still in use keeps its journal.
+  void CloseIdleJournal();
   size_t page_size() const { return page_size_; }
 
   // Acquires a cache block for a fill, evicting another block if needed. kNone only when
@@ -343,6 +347,10 @@ class Runtime {
   void Destroy(Mapping* m, bool keep_range = false);
   // The sink for a new writable mapping of `file`: journaled unless journal_mode is off.
   absl::StatusOr<std::unique_ptr<WriteBack>> MakeWriteBack(File* file);
+  // Closes the journal (and removes it when this runtime chose the directory and nothing in
+  // it is pending); with only_if_idle, only when no mapping is registered in it, nothing is
+  // pending and no map is using it.
+  void CloseJournalLocked(bool only_if_idle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replays committed journal records of `file` left by an earlier run (not this runtime's).
   absl::Status RecoverPendingFor(JournalHandle* handle, File* file);
 
@@ -438,6 +446,8 @@ class Runtime {
   // it is removed at destruction if nothing in it is pending).
   std::unique_ptr<JournalHandle> journal_ ABSL_GUARDED_BY(mu_);
   bool journal_auto_ ABSL_GUARDED_BY(mu_) = false;
+  // Maps between taking journal_ and registering their mapping in it (MakeWriteBack).
+  int journal_users_ ABSL_GUARDED_BY(mu_) = 0;
   // Journal mapping ids of this runtime's open writable mappings.
   std::set<uint64_t> live_mapping_ids_ ABSL_GUARDED_BY(mu_);
 };

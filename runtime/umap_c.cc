@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -121,6 +123,11 @@ umap_runtime* FindRuntime(const void* addr, size_t len) {
   return nullptr;
 }
 
+void CloseIdleJournalsAtExit() {
+  absl::MutexLock l(&g_mu);
+  for (umap_runtime* r : Runtimes()) r->rt->CloseIdleJournal();
+}
+
 int Fail(const absl::Status& s) {
   errno = ErrnoFromStatus(s);
   UMAP_LOG(kInfo, s.ToString());
@@ -211,6 +218,7 @@ umap_runtime* umap_runtime_create(const umap_config* config) {
     errno = EINVAL;
     return nullptr;
   }
+
   if (config->checkpoint_control) {
     absl::Status s = ::umap::runtime::StartCheckpointControl(
         {[] { return QuiesceAll(); }, [] { return ResumeAll(); }, [] { return ProcessState(); }});
@@ -288,8 +296,25 @@ void* umap_ex2(umap_runtime* r, void* addr, size_t length, int prot, int flags, 
                                   options->write_ranges + options->write_range_count);
   }
   auto p = r->rt->Map(addr, length, prot, flags, fd, offset, coherence);
+  if (p.ok() && (prot & PROT_WRITE) != 0) {
+    // A program that unmaps and returns from main never destroys its runtimes (umap()'s is
+    // never destroyed at all): at exit, their idle journals are closed, and automatic ones
+    // removed, so that a clean exit leaves nothing behind. Registered after the first
+    // writable map opened a journal: exit handlers and static destructors run in reverse
+    // order, and RocksDB's (its thread pools) must outlive this one.
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] {
+      if (std::atexit(&CloseIdleJournalsAtExit) != 0) {
+        UMAP_LOG(kWarn, "atexit failed: automatic journals are left behind at exit");
+      }
+    });
+  }
   if (!p.ok()) {
-    Fail(p.status());
+    // A map is refused for a reason its caller sees only as an errno (EIO, EPERM, ENOTDIR):
+    // the reason, with the path and what to do, goes to the log at the default level.
+    errno = ErrnoFromStatus(p.status());
+    UMAP_LOG(kError, "umap of fd ", fd, " failed (", std::strerror(errno),
+             "): ", p.status().message());
     return MAP_FAILED;
   }
   return *p;

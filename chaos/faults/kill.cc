@@ -12,16 +12,16 @@ namespace {
 // Crash points the worker can reach (recovery.mid_replay is armed in umap-recover).
 // journal.mid_stream fires only in iterations whose umsyncs go in chunks (the harness's
 // --umsync-chunk-blocks).
-constexpr const char* kWorkerPoints[] = {"journal.before_commit", "journal.mid_stream",
-                                         "journal.after_commit", "apply.mid_write",
-                                         "apply.after_sync", "gc.before_delete"};
+constexpr const char* kWorkerPoints[] = {
+    "journal.before_commit", "journal.mid_stream", "journal.after_commit", "apply.mid_write",
+    "apply.after_sync",      "gc.before_delete",   "journal.before_mark"};
 
 class KillFault : public FaultClass {
  public:
   static constexpr const char* kName = "kill";
   static constexpr const char* kHelp =
       "  kill     SIGKILL at a crash point or at a random time (--replayable: crash points)\n";
-  static constexpr int kWeight = 3;          // six crash points to cover
+  static constexpr int kWeight = 3;          // seven crash points to cover
   static constexpr bool kReplayable = true;  // crash points only
   using FaultClass::FaultClass;
 

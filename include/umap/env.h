@@ -32,12 +32,21 @@
 
 namespace umap {
 
+// What tells a file apart from one created later at the same path, with the same device
+// and inode number (ext4 hands a freed inode number to the next file it creates): its
+// birth time (statx), or, where the file system keeps none, the random id Umap wrote into
+// its extended attribute user.umap.id at its first writable map (File::StampIdentity).
+enum class FileBirth : uint8_t { kUnknown = 0, kBirthTime = 1, kIdXattr = 2 };
+
 // Who a file is: recovery refuses to write into a file whose identity changed.
 struct FileIdentity {
   std::string path;     // absolute path when known (from /proc/self/fd), else empty
   uint64_t device = 0;  // st_dev
   uint64_t inode = 0;   // st_ino
   uint64_t size = 0;    // st_size at the time of the query
+  FileBirth birth = FileBirth::kUnknown;
+  uint64_t birth_a = 0;  // kBirthTime: stx_btime seconds; kIdXattr: the id's first 8 bytes
+  uint64_t birth_b = 0;  // kBirthTime: stx_btime nanoseconds; kIdXattr: its last 8 bytes
   friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
 };
 
@@ -76,6 +85,13 @@ class File {
   // the file or file system has no such mode.
   virtual absl::StatusOr<std::unique_ptr<File>> OpenDirectWriter() {
     return absl::UnimplementedError("no direct I/O for " + name());
+  }
+  // Gives a file whose file system records no birth time (Identify says FileBirth::kUnknown)
+  // an identity of its own: a random id in its extended attribute user.umap.id, made durable
+  // (fsync) before this returns; a file that has one keeps it. kUnimplemented where files
+  // have no such attributes; else the file system's errno (EOPNOTSUPP, EACCES, EROFS, ...).
+  virtual absl::Status StampIdentity() {
+    return absl::UnimplementedError("no extended attributes for " + name());
   }
   // The name used in error messages.
   virtual const std::string& name() const = 0;

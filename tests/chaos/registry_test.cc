@@ -63,7 +63,7 @@ TEST(FaultRegistryTest, ListsTheBuiltinClassesInTheDefaultOrderThenTheRestByName
     names.push_back(info->name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"kill", "reboot", "timeout", "enospc", "eio", "torn",
-                                             "node-loss", "undisturbed"}));
+                                             "journal-damage", "node-loss", "undisturbed"}));
   ASSERT_NE(FaultRegistry::Find("undisturbed"), nullptr);
   EXPECT_EQ(FaultRegistry::Find("undisturbed")->weight, 1);
   EXPECT_EQ(FaultRegistry::Find("kill")->weight, 3);

@@ -84,6 +84,12 @@ RC_GTEST_PROP(JournalFormat, MappingRoundTrips,
   MappingRecord m;
   m.id = id;
   m.file = FileIdentity{path, device, inode, size};
+  // Version 2: a birth, or none (the version 1 layout, which still decodes).
+  m.file.birth = static_cast<FileBirth>(*rc::gen::inRange(0, 3));
+  if (m.file.birth != FileBirth::kUnknown) {
+    m.file.birth_a = *rc::gen::arbitrary<uint64_t>();
+    m.file.birth_b = *rc::gen::arbitrary<uint64_t>();
+  }
   m.block_size = 1u << *rc::gen::inRange(0, 32);
   m.policy = relaxed || intent ? Policy::kRelaxed : Policy::kAtomic;
   m.contents = intent ? Contents::kIntent : Contents::kData;

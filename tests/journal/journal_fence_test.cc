@@ -69,6 +69,38 @@ TEST_F(JournalFenceTest, OwnerRecordIsReadableTextWithEpochAndState) {
   EXPECT_EQ(Acquire()->epoch(), 2u) << "every new owner is a new epoch";
 }
 
+// Deleting UMAP-OWNER under a live owner hands the journal to nobody: the next Acquire is
+// refused by the directory's own lock (naming the owner's pid) and creates nothing, and the
+// owner, whose record file no longer proves anything, is fenced at its next check.
+TEST_F(JournalFenceTest, DeletingTheOwnerRecordHandsTheJournalToNobody) {
+  std::unique_ptr<JournalFence> a = Acquire();
+  ASSERT_NE(a, nullptr);
+  const std::string path = Dir() + "/" + JournalFence::kFileName;
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  absl::StatusOr<std::unique_ptr<JournalFence>> b = JournalFence::Acquire(Dir(), 0);
+  EXPECT_THAT(b, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(ErrnoFromStatus(b.status()), EBUSY);
+  EXPECT_THAT(b.status().message(), HasSubstr(absl::StrCat("process ", ::getpid())));
+  EXPECT_THAT(b.status().message(), HasSubstr("which no file deleted in it releases"));
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the refused Acquire created an owner record";
+  absl::Status s = a->Check();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(ErrnoFromStatus(s), ESTALE);
+  EXPECT_THAT(s.message(), HasSubstr("was deleted or replaced"));
+  EXPECT_TRUE(a->fenced());
+}
+
+// A replaced record file (deleted, and a new one written by someone) fences the owner too.
+TEST_F(JournalFenceTest, AReplacedOwnerRecordFencesTheOwner) {
+  std::unique_ptr<JournalFence> a = Acquire();
+  ASSERT_NE(a, nullptr);
+  const std::string path = Dir() + "/" + JournalFence::kFileName;
+  const std::string text = ReadText(path);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  std::ofstream(path) << text;  // the same bytes, another file
+  EXPECT_EQ(ErrnoFromStatus(a->Check()), ESTALE);
+}
+
 TEST_F(JournalFenceTest, SecondOwnerIsBusyAndNamesTheFirst) {
   std::unique_ptr<JournalFence> a = Acquire();
   ASSERT_NE(a, nullptr);

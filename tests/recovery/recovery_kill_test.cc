@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,6 +174,60 @@ TEST_F(RecoveryKillTest, JournalOfALiveOwnerIsRefusedNamingItsPid) {
   ProcResult after = Recover();
   EXPECT_EQ(after.exit_code, 0) << after.out;
   ExpectFileIs(StateAfter(2));
+}
+
+// The owner's files deleted under a live writer (LOCK and UMAP-OWNER, or either): umap-recover
+// is refused (exit 2, naming the writer's pid), writes nothing (no UMAP-OWNER of its own,
+// the data file untouched), and the writer, whose UMAP-OWNER no longer proves its ownership,
+// fails its next umsync with ESTALE instead of committing into a journal it cannot prove is
+// its own. Then, with the writer gone, recovery finds exactly the acknowledged rounds.
+TEST_F(RecoveryKillTest, DeletingTheOwnerFilesNeverHandsTheJournalToAnother) {
+  const std::string owner = journal_ + "/UMAP-OWNER", lock = journal_ + "/LOCK";
+  for (const std::vector<std::string>& deleted :
+       {std::vector<std::string>{lock, owner}, {owner}, {lock}}) {
+    SCOPED_TRACE(deleted.size() == 2 ? "LOCK and UMAP-OWNER" : deleted[0]);
+    journal_ =
+        dir_.File("journal-" + std::to_string(deleted.size()) + (deleted[0] == lock ? "l" : "o"));
+    ASSERT_TRUE(WriteFile(file_, Contents({}, kKillBlocks)));
+    const std::string own = journal_ + "/UMAP-OWNER";
+    const std::string out = dir_.File("worker.out"), err = dir_.File("worker.err");
+    pid_t pid = Spawn({UMAP_KILL_WORKER_BIN, "hold-sync", file_, journal_, "2"}, {}, out, err);
+    ASSERT_GT(pid, 0);
+    bool ready = false;
+    for (int i = 0; i < 600 && !ready; ++i) {
+      ready = Slurp(out).find("ready") != std::string::npos;
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(ready) << Slurp(err);
+    for (const std::string& f : deleted) {
+      ASSERT_EQ(::unlink((journal_ + f.substr(f.rfind('/'))).c_str()), 0) << f;
+    }
+    const bool owner_deleted = deleted.size() == 2 || deleted[0] == owner;
+    const std::string owner_before = owner_deleted ? "" : ReadFile(own);
+    const std::string before = ReadFile(file_);
+    ProcResult r = Recover();
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("is in use by"));
+    EXPECT_THAT(r.out, HasSubstr(std::to_string(pid)));
+    EXPECT_EQ(ReadFile(file_), before);
+    if (owner_deleted) {
+      EXPECT_FALSE(std::filesystem::exists(own)) << "umap-recover wrote an owner record";
+    } else {
+      EXPECT_EQ(ReadFile(own), owner_before) << "umap-recover rewrote the owner record";
+    }
+    ::kill(pid, SIGUSR1);
+    ProcResult w = Wait(pid, out, err);
+    if (owner_deleted) {
+      EXPECT_EQ(w.exit_code, 20) << w.out << w.err;
+      EXPECT_THAT(w.out, HasSubstr("umsync -1 errno " + std::to_string(ESTALE)));
+      EXPECT_THAT(w.err, HasSubstr("was deleted or replaced"));
+    } else {
+      EXPECT_EQ(w.exit_code, 0) << w.out << w.err;  // its ownership stands: LOCK is RocksDB's
+    }
+    ProcResult after = Recover();
+    EXPECT_EQ(after.exit_code, 0) << after.out << after.err;
+    ExpectFileIs(StateAfter(owner_deleted ? 2 : 3));
+  }
 }
 
 }  // namespace

@@ -392,8 +392,8 @@ const char* CrashKindName(CrashKind k) {
 
 // Crash points a umsync passes (the in-flight crash).
 constexpr const char* kSyncPoints[] = {"journal.before_commit", "journal.mid_stream",
-                                       "journal.after_commit", "apply.mid_write",
-                                       "apply.after_sync"};
+                                       "journal.after_commit",  "apply.mid_write",
+                                       "apply.after_sync",      "journal.before_mark"};
 
 std::string TempRoot() {
   std::error_code ec;

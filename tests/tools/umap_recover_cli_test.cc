@@ -2,7 +2,9 @@
 // each refusal; journals made by recovery_kill_worker (a process that commits and dies).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +45,14 @@ class UmapRecoverCliTest : public ::testing::Test {
     ProcResult w = recoverytest::Run(
         {UMAP_KILL_WORKER_BIN, "backlog", file_, journal_, std::to_string(rounds)}, dir_.path());
     ASSERT_EQ(w.exit_code, 0) << w.err;
+  }
+  // As Backlog, but the process dies after the last commit's WAL sync returned, before the
+  // commit was acknowledged (recorded in UMAP-COMMITTED): the crash a torn tail comes from.
+  void BacklogDyingBeforeLastAck(uint64_t rounds) {
+    ProcResult w = recoverytest::Run(
+        {UMAP_KILL_WORKER_BIN, "backlog", file_, journal_, std::to_string(rounds)}, dir_.path(),
+        {"UMAP_CRASH_AT=journal.before_mark:" + std::to_string(rounds)});
+    ASSERT_EQ(w.signal, SIGKILL) << w.exit_code << w.err;
   }
 
   ProcResult Cli(std::vector<std::string> args) {
@@ -249,7 +259,7 @@ uint64_t RecordsEnd(const std::string& wal) {
   return end.value_or(0);
 }
 
-// A WAL cut inside its last record: that commit never completed (its sync never returned),
+// A WAL cut inside its last record, a commit whose process died before acknowledging it:
 // RocksDB's point-in-time recovery drops it, and the committed prefix is replayed. Both
 // ways a crash leaves it: the file cut there, or zeros after the cut (the WAL is written
 // into zeros, and the file system kept its size but not the last record's bytes).
@@ -258,7 +268,7 @@ TEST_F(UmapRecoverCliTest, TruncatedWalTailReplaysTheCommittedPrefix) {
     SCOPED_TRACE(zeros_after ? "zeros after the cut" : "file cut");
     journal_ = dir_.File(zeros_after ? "journal-zeros" : "journal-cut");
     ASSERT_TRUE(WriteFile(file_, Contents({}, recoverytest::kKillBlocks)));
-    Backlog(4);
+    BacklogDyingBeforeLastAck(4);
     const std::string wal = WalOf(journal_);
     ASSERT_FALSE(wal.empty());
     const uint64_t cut = RecordsEnd(wal) - 100;
@@ -269,6 +279,177 @@ TEST_F(UmapRecoverCliTest, TruncatedWalTailReplaysTheCommittedPrefix) {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_THAT(r.out, HasSubstr("replayed 3 transactions (LSN 1..3)"));
     ExpectFileIs(StateAfter(3));
+  }
+}
+
+// The same cut behind acknowledged commits (a torn copy, a disk that filled during a copy,
+// an admin's truncate): RocksDB would open the prefix without a word, so every command
+// refuses, naming the WAL file and the LSNs lost, and writes nothing; with zeros after the
+// cut too. --salvage then replays what is left (exit 1), and the journal is whole again.
+TEST_F(UmapRecoverCliTest, WalCutShortBehindAcknowledgedCommitsIsRefused) {
+  for (bool zeros_after : {false, true}) {
+    SCOPED_TRACE(zeros_after ? "zeros after the cut" : "file cut");
+    journal_ = dir_.File(zeros_after ? "journal-zeros" : "journal-cut");
+    ASSERT_TRUE(WriteFile(file_, Contents({}, recoverytest::kKillBlocks)));
+    Backlog(8);
+    const std::string wal = WalOf(journal_);
+    ASSERT_FALSE(wal.empty());
+    const uint64_t size = std::filesystem::file_size(wal);
+    std::filesystem::resize_file(wal, RecordsEnd(wal) / 2);
+    if (zeros_after) std::filesystem::resize_file(wal, size);
+    const std::string wal_before = ReadFile(wal), file_before = ReadFile(file_);
+    for (std::vector<std::string> cmd : {std::vector<std::string>{"status"},
+                                         {"--dry-run"},
+                                         {"replay"},
+                                         {"--missing-ok", "replay"}}) {
+      ProcResult r = Recover(cmd);
+      EXPECT_EQ(r.exit_code, 2) << cmd.back() << ": " << r.out << r.err;
+      EXPECT_THAT(r.out, HasSubstr("write-ahead log was cut short or lost records"));
+      EXPECT_THAT(r.out, HasSubstr("the last acknowledged commit is LSN 8"));
+      EXPECT_THAT(r.out, HasSubstr(journal_ + "/UMAP-COMMITTED"));
+      EXPECT_THAT(r.out, HasSubstr("its newest write-ahead log, " + wal));
+      EXPECT_THAT(r.out, HasSubstr("Acknowledged commits are lost: LSN "));
+      EXPECT_THAT(r.out, HasSubstr("..8"));
+      EXPECT_THAT(r.out, HasSubstr("--salvage"));
+      EXPECT_EQ(ReadFile(wal), wal_before) << cmd.back();
+      EXPECT_EQ(ReadFile(file_), file_before) << cmd.back();
+    }
+    ProcResult salvage = Recover({"--salvage", "replay"});
+    EXPECT_EQ(salvage.exit_code, 1) << salvage.out << salvage.err;
+    EXPECT_THAT(salvage.out, HasSubstr("salvaged: journal " + journal_ + " is damaged"));
+    ProcResult again = Recover({"status"});
+    EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+    EXPECT_THAT(again.out, HasSubstr("nothing to recover"));
+  }
+}
+
+// The record of acknowledged commits itself deleted or zeroed (with a cut log, that would
+// hide the loss): refused, whatever the log says.
+TEST_F(UmapRecoverCliTest, ADeletedOrZeroedCommitRecordIsDamage) {
+  for (bool zeroed : {false, true}) {
+    SCOPED_TRACE(zeroed ? "zeroed" : "deleted");
+    journal_ = dir_.File(zeroed ? "journal-zeroed" : "journal-deleted");
+    Backlog(4);
+    const std::string mark = journal_ + "/UMAP-COMMITTED";
+    if (zeroed) {
+      ASSERT_TRUE(WriteFile(mark, std::string(8192, '\0')));
+    } else {
+      std::filesystem::remove(mark);
+    }
+    ProcResult r = Recover({"--missing-ok"});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_THAT(r.out,
+                HasSubstr(zeroed ? "no intact record of the last acknowledged commit"
+                                 : "the record of its last acknowledged commit, is missing"));
+    ExpectFileIs({});
+  }
+}
+
+// "--missing-ok" is "no journal was ever here", never "its files are damaged": with CURRENT
+// deleted while the WAL holds commits, or with every RocksDB file gone while UMAP-COMMITTED
+// says commits were acknowledged, it refuses (exit 2) and says why.
+TEST_F(UmapRecoverCliTest, MissingOkRefusesAJournalWhoseFilesAreGone) {
+  Backlog(8);
+  std::filesystem::remove(journal_ + "/CURRENT");
+  ProcResult r = Recover({"--missing-ok"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("its CURRENT file is missing while"));
+  EXPECT_THAT(r.out, HasSubstr("--salvage"));
+  ExpectFileIs({});
+  for (const auto& e : std::filesystem::directory_iterator(journal_)) {
+    const std::string name = e.path().filename().string();
+    if (name != "UMAP-COMMITTED" && name != "UMAP-OWNER") std::filesystem::remove(e.path());
+  }
+  ProcResult gone = Recover({"--missing-ok"});
+  EXPECT_EQ(gone.exit_code, 2) << gone.out << gone.err;
+  EXPECT_THAT(gone.out, HasSubstr("records acknowledged commits up to LSN 8"));
+  ExpectFileIs({});
+}
+
+// The salvage that the refusals recommend works for the damage they name: CURRENT deleted
+// and a MANIFEST whose bytes are damaged are rebuilt from the table and log files, and every
+// commit is replayed (exit 1: a salvage).
+TEST_F(UmapRecoverCliTest, SalvageRebuildsAMissingCurrentOrADamagedManifest) {
+  Backlog(8);
+  std::filesystem::remove(journal_ + "/CURRENT");
+  ProcResult r = Recover({"--salvage"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("replayed 8 transactions (LSN 1..8)"));
+  ExpectFileIs(StateAfter(8));
+
+  journal_ = dir_.File("journal-manifest");
+  ASSERT_TRUE(WriteFile(file_, Contents({}, recoverytest::kKillBlocks)));
+  Backlog(4);
+  ASSERT_EQ(Recover({"--dry-run"}).exit_code, 0);  // moves the log into a table file
+  std::string manifest;
+  for (const auto& e : std::filesystem::directory_iterator(journal_)) {
+    if (e.path().filename().string().rfind("MANIFEST-", 0) == 0) manifest = e.path().string();
+  }
+  ASSERT_FALSE(manifest.empty());
+  std::string bytes = ReadFile(manifest);
+  bytes[bytes.size() / 2] ^= 0x20;
+  ASSERT_TRUE(WriteFile(manifest, bytes));
+  ProcResult refused = Recover();
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_THAT(refused.out, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(refused.out, HasSubstr("--salvage"));
+  ExpectFileIs({});
+  ProcResult salvaged = Recover({"--salvage"});
+  EXPECT_EQ(salvaged.exit_code, 1) << salvaged.out << salvaged.err;
+  EXPECT_THAT(salvaged.out, HasSubstr("replayed 4 transactions (LSN 1..4)"));
+  ExpectFileIs(StateAfter(4));
+  EXPECT_EQ(Recover().exit_code, 0);
+}
+
+// A CURRENT that names no MANIFEST (a byte changed: journal-damage chaos, seed 20261208
+// iteration 4944) is damage (exit 2), not an I/O error to rerun (exit 3); --salvage rebuilds.
+TEST_F(UmapRecoverCliTest, ACurrentThatNamesNoManifestIsDamage) {
+  Backlog(4);
+  std::string current = ReadFile(journal_ + "/CURRENT");
+  current[10] = static_cast<char>(current[10] ^ 0x40);
+  ASSERT_TRUE(WriteFile(journal_ + "/CURRENT", current));
+  ProcResult r = Recover();
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("its CURRENT file"));
+  EXPECT_THAT(r.out, HasSubstr("--salvage"));
+  ExpectFileIs({});
+  ProcResult salvaged = Recover({"--salvage"});
+  EXPECT_EQ(salvaged.exit_code, 1) << salvaged.out << salvaged.err;
+  ExpectFileIs(StateAfter(4));
+}
+
+// Real processes in both policies, with and without deferred file sync: umsyncs acknowledged,
+// the writer SIGKILLed, its WAL cut in the middle. Recovery refuses (the deferred case holds
+// acknowledged umsyncs that exist only in the journal) instead of "nothing to recover".
+TEST_F(UmapRecoverCliTest, CutWalAfterAcknowledgedUmsyncsIsRefusedInEveryPolicy) {
+  for (const char* policy : {"atomic", "relaxed"}) {
+    for (const char* defer : {"0", "1"}) {
+      SCOPED_TRACE(std::string(policy) + " defer_file_sync=" + defer);
+      journal_ = dir_.File(std::string("journal-") + policy + defer);
+      ASSERT_TRUE(WriteFile(file_, Contents({}, recoverytest::kKillBlocks)));
+      const std::string out = dir_.File("worker.out"), err = dir_.File("worker.err");
+      pid_t pid = recoverytest::Spawn({UMAP_KILL_WORKER_BIN, "hold", file_, journal_, "8", policy},
+                                      {std::string("UMAP_DEFER_FILE_SYNC=") + defer}, out, err);
+      ASSERT_GT(pid, 0);
+      bool ready = false;
+      for (int i = 0; i < 600 && !ready; ++i) {
+        ready = recoverytest::Slurp(out).find("ready") != std::string::npos;
+        if (!ready) ::usleep(50'000);
+      }
+      ::kill(pid, SIGKILL);
+      ProcResult w = recoverytest::Wait(pid, out, err);
+      ASSERT_TRUE(ready) << w.err;
+      const std::string wal = WalOf(journal_);
+      ASSERT_FALSE(wal.empty());
+      std::filesystem::resize_file(wal, RecordsEnd(wal) / 2);
+      const std::string file_before = ReadFile(file_);
+      ProcResult status = Recover({"status"});
+      EXPECT_EQ(status.exit_code, 2) << status.out << status.err;
+      EXPECT_THAT(status.out, HasSubstr("Acknowledged commits are lost: LSN "));
+      ProcResult replay = Recover({"--missing-ok"});
+      EXPECT_EQ(replay.exit_code, 2) << replay.out << replay.err;
+      EXPECT_EQ(ReadFile(file_), file_before);
+    }
   }
 }
 

@@ -68,20 +68,27 @@ if as $A cat "$work"/b-open/CURRENT >/dev/null 2>&1; then fail "A read a 0600 jo
 echo "ok: $files journal files are 0600 $B; A reads none"
 chmod 0700 "$work/b-open"
 
-# 5. The automatic location: A takes /var/tmp/umap-journal-B first (a directory, then a
-#    link); B's runtime uses a fresh private directory instead, says so, and writes nothing
-#    into A's.
-for squat in dir link; do
+# 5. The automatic location: A takes /var/tmp/umap-journal-B first (a directory, a link, a
+#    regular file, a FIFO); B's runtime uses a fresh private directory instead, says so
+#    (naming what it found), and writes nothing into A's.
+for squat in dir link file fifo; do
   cleanup_vartmp
-  if [[ $squat == dir ]]; then
-    as $A mkdir -m 0777 /var/tmp/umap-journal-$B
-  else
-    as $A mkdir -m 0777 "$work/a-trap"
-    as $A ln -s "$work/a-trap" /var/tmp/umap-journal-$B
-  fi
+  case $squat in
+    dir) as $A mkdir -m 0777 /var/tmp/umap-journal-$B; what="a directory of uid $A" ;;
+    link) as $A mkdir -p -m 0777 "$work/a-trap"
+          as $A ln -s "$work/a-trap" /var/tmp/umap-journal-$B; what="a symbolic link of uid $A" ;;
+    file) as $A touch /var/tmp/umap-journal-$B; what="a regular file of uid $A" ;;
+    fifo) as $A mkfifo /var/tmp/umap-journal-$B; what="a FIFO of uid $A" ;;
+  esac
   out=$(as $B "$mws" "$work/b5-$squat" - 2>&1) || fail "B's automatic journal ($squat): $out"
   [[ $out == *"using /var/tmp/umap-journal-$B."* ]] || fail "no warning about the taken name: $out"
-  [[ -z $(ls -A /var/tmp/umap-journal-$B/) ]] || fail "B wrote into A's /var/tmp/umap-journal-$B"
+  [[ $out == *"/var/tmp/umap-journal-$B is $what"* ]] || fail "the warning does not say what: $out"
+  if [[ $squat == dir || $squat == link ]]; then
+    [[ -z $(ls -A /var/tmp/umap-journal-$B/) ]] || fail "B wrote into A's /var/tmp/umap-journal-$B"
+  fi
+  # A clean exit removes the fallback directory with the journal it was made for.
+  left=$(compgen -G "/var/tmp/umap-journal-$B.*" || true)
+  [[ -z $left ]] || fail "the fallback directory is left behind: $left"
   echo "ok: automatic journal with /var/tmp/umap-journal-$B taken by A ($squat)"
 done
 cleanup_vartmp
