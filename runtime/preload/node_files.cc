@@ -113,6 +113,13 @@ void NodeFiles::Stop() {
   if (t.get_id() != std::this_thread::get_id()) t.join();
 }
 
+void NodeFiles::Watch(File* f, int fd) {
+  const std::string lock_path = absl::StrCat(kDir, "/", f->key.dev, ".", f->key.ino);
+  f->lock_wd = ::inotify_add_watch(inotify_fd_, lock_path.c_str(), IN_MODIFY);
+  const std::string data_path = absl::StrCat("/proc/self/fd/", fd);
+  f->data_wd = ::inotify_add_watch(inotify_fd_, data_path.c_str(), IN_MODIFY | IN_ATTRIB);
+}
+
 NodeFiles::File* NodeFiles::Open(const FileKey& key, int fd) {
   if (File* f = Find(key)) return f;
   File* slot = nullptr;
@@ -135,10 +142,7 @@ NodeFiles::File* NodeFiles::Open(const FileKey& key, int fd) {
   slot->key = key;
   slot->used = true;
   slot->lock_fd = lock_fd;
-  const std::string lock_path = absl::StrCat(kDir, "/", key.dev, ".", key.ino);
-  slot->lock_wd = ::inotify_add_watch(inotify_fd_, lock_path.c_str(), IN_MODIFY);
-  const std::string data_path = absl::StrCat("/proc/self/fd/", fd);
-  slot->data_wd = ::inotify_add_watch(inotify_fd_, data_path.c_str(), IN_MODIFY | IN_ATTRIB);
+  Watch(slot, fd);
   struct stat st;
   if (::fstat(fd, &st) == 0) slot->seen = Of(st);
   return slot;
@@ -312,10 +316,7 @@ void NodeFiles::Rewatch(const FileKey& key, int fd) {
   std::lock_guard<std::mutex> l(mu_);
   File* f = Find(key);
   if (f == nullptr || f->lock_wd >= 0 || !StartWatcher()) return;
-  const std::string lock_path = absl::StrCat(kDir, "/", key.dev, ".", key.ino);
-  f->lock_wd = ::inotify_add_watch(inotify_fd_, lock_path.c_str(), IN_MODIFY);
-  const std::string data_path = absl::StrCat("/proc/self/fd/", fd);
-  f->data_wd = ::inotify_add_watch(inotify_fd_, data_path.c_str(), IN_MODIFY | IN_ATTRIB);
+  Watch(f, fd);
 }
 
 void NodeFiles::NowKernel(const FileKey& key) {

@@ -122,6 +122,8 @@ class NodeFiles {
 
   File* Find(const FileKey& key);          // REQUIRES: mu_
   File* Open(const FileKey& key, int fd);  // REQUIRES: mu_; null (errno) when impossible
+  // The watcher's inotify watches of f's lock file and of the mapped file open on `fd`.
+  void Watch(File* f, int fd);  // REQUIRES: mu_, the watcher started
   // Gives the file to the kernel here and in every other Umap process (see above).
   // `path` names the file in the log ("" when the process has a mapping of it to ask).
   Answer Conflict(const FileKey& key, const char* why, const std::string& path = "");
