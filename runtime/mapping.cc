@@ -370,6 +370,13 @@ int Mapping::InstallBlock(uint64_t block, char* buf, size_t valid, bool writable
   return 0;
 }
 
+void Mapping::NoteRead(uint32_t blocks, size_t bytes) {
+  io_->NoteInlineRead(blocks, bytes);
+  bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
+  fills_.fetch_add(1, std::memory_order_relaxed);
+  rt_->counters().blocks_read.fetch_add(blocks, std::memory_order_relaxed);
+}
+
 void Mapping::PublishFilled(uint64_t block, uint64_t entry, uint32_t cache_block, bool dirty,
                             pid_t tid) {
   rt_->pool().Publish(cache_block, Owner(block));
@@ -392,6 +399,7 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cache_block, b
   const size_t valid = ValidBytes(block);
   char* buf = rt_->AcquireStaging();
   absl::Status st = ReadBlock(block, buf, valid);
+  if (st.ok()) NoteRead(1, valid);  // before the install wakes the faulting thread
   int err = st.ok() ? InstallBlock(block, buf, valid, write && writable_) : 0;
   rt_->ReleaseStaging(buf);
   if (!st.ok() || err != 0) {
@@ -400,10 +408,6 @@ void Mapping::FillInline(uint64_t block, uint64_t entry, uint32_t cache_block, b
     RaiseSigbus(block, entry, tid, st.ok() ? PosixError(err, "UFFDIO_COPY") : st);
     return;
   }
-  io_->NoteInlineRead(1, valid);
-  bytes_read_.fetch_add(valid, std::memory_order_relaxed);
-  fills_.fetch_add(1, std::memory_order_relaxed);
-  c.blocks_read.fetch_add(1, std::memory_order_relaxed);
   PublishFilled(block, entry, cache_block, write && writable_, tid);
 }
 
@@ -466,6 +470,7 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cache_block
   absl::Status st = ReadBlock(block, buf, valid, n);
   int err = 0;
   if (st.ok()) {
+    NoteRead(n, valid);  // before the install wakes the faulting thread
     const size_t tail = RoundUp(valid, rt_->page_size());
     if (tail > valid) std::memset(buf + valid, 0, tail - valid);
     err = Install(block, n, buf, entries);
@@ -493,10 +498,6 @@ bool Mapping::FillInlineRun(uint64_t block, uint64_t entry, uint32_t cache_block
     }
   }
   prefetched_.fetch_add(n - 1, std::memory_order_relaxed);
-  io_->NoteInlineRead(n, valid);
-  bytes_read_.fetch_add(valid, std::memory_order_relaxed);
-  fills_.fetch_add(1, std::memory_order_relaxed);
-  c.blocks_read.fetch_add(n, std::memory_order_relaxed);
   PublishFilled(block, entry, cache_block, write && writable_, tid);
   return true;
 }
@@ -517,6 +518,11 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cache_block,
     if (status.ok() && !*r) {
       status = ReadBlock(block, buf, valid);
       from_file = true;
+      if (status.ok()) {
+        // Counted before the install wakes the faulting thread.
+        c.blocks_read.fetch_add(1, std::memory_order_relaxed);
+        misses_.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   int err = status.ok() ? InstallBlock(block, buf, valid, write && writable_) : 0;
@@ -526,10 +532,6 @@ void Mapping::ServeEvicted(uint64_t block, Table::Entry e, uint32_t cache_block,
     if (!status.ok()) c.io_errors.fetch_add(1, std::memory_order_relaxed);
     RaiseSigbus(block, e.v, tid, status.ok() ? PosixError(err, "UFFDIO_COPY") : status);
     return;
-  }
-  if (from_file) {
-    c.blocks_read.fetch_add(1, std::memory_order_relaxed);
-    misses_.fetch_add(1, std::memory_order_relaxed);
   }
   // The sink held no version: the file has the newest, and no new one can appear while
   // this entry is locked (only a resident block is captured or evicted), so later misses
@@ -716,6 +718,13 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
   }
   bool logged = false;
   if (!st.ok() && !absl::IsCancelled(st)) c.io_errors.fetch_add(1, std::memory_order_relaxed);
+  if (st.ok()) {
+    // Counted before any block is installed: a thread woken by the install (and whatever it
+    // reads next, Stats() included) must find its block's read already counted.
+    c.blocks_read.fetch_add(run.count, std::memory_order_relaxed);
+    fills_.fetch_add(1, std::memory_order_relaxed);
+    bytes_read_.fetch_add(ValidBytes(run.first, run.count), std::memory_order_relaxed);
+  }
   for (uint32_t done = 0; done < run.count; done += kChunk) {
     const uint32_t n = std::min(kChunk, run.count - done);
     const uint64_t first = run.first + done;
@@ -792,11 +801,6 @@ void Mapping::Complete(const io::Run& run, char* buf, const absl::Status& st) {
         c.faults_missing.fetch_add(1, std::memory_order_relaxed);
       }
     }
-  }
-  if (st.ok()) {
-    c.blocks_read.fetch_add(run.count, std::memory_order_relaxed);
-    fills_.fetch_add(1, std::memory_order_relaxed);
-    bytes_read_.fetch_add(ValidBytes(run.first, run.count), std::memory_order_relaxed);
   }
 }
 

@@ -278,6 +278,8 @@ class Mapping final : public io::IoFileClient {
   // file. Returns 0 or the errno.
   int InstallBlock(uint64_t block, char* buf, size_t valid, bool writable_now);
   // Makes the block resident in cache block cache_block and unlocks its entry.
+  // Counts a fill's read from the file (blocks, valid bytes); called before the install.
+  void NoteRead(uint32_t blocks, size_t bytes);
   void PublishFilled(uint64_t block, uint64_t entry, uint32_t cache_block, bool dirty, pid_t tid);
   // Signal mode, the common miss: read and install in the faulting thread.
   void FillInline(uint64_t block, uint64_t entry, uint32_t cache_block, bool write, pid_t tid);
