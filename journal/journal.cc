@@ -177,6 +177,13 @@ class JournalInfoLog final : public rocksdb::Logger {
 };
 ABSL_CONST_INIT absl::Mutex JournalInfoLog::mu_(absl::kConstInit);
 
+// A memtable's size (RocksDB's write_buffer_size); why this value: in DbOptions.
+constexpr size_t kMemtableBytes = size_t{2} << 20;
+// The read-ahead of the iterator a commit reads its staged images with. RocksDB keeps a
+// prefetch buffer of this size in every table iterator, one per table file the staged
+// records lie in (a dozen and more after a large atomic umsync): 1 MiB held 10 MiB.
+constexpr size_t kStagedReadaheadBytes = size_t{128} << 10;
+
 // RocksDB options for the journal's workload: small records written with the WAL, most of
 // them deleted again shortly after (commit, apply, mark applied).
 rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventListener> listener,
@@ -201,7 +208,13 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   // their tombstones, and an L0->L1 compaction (L1 is the bottom level) drops those. A small
   // memtable keeps the live WAL small: WAL files are deleted once their memtable is flushed.
   // Measured in tests/journal/journal_test.cc (DiskUseStaysBounded) and docs/journal_format.md.
-  o.write_buffer_size = 8 << 20;
+  // It is also what a umsync costs in memory: a large umsync's images pass through the
+  // memtables, two of them full while one flushes, and more stay pinned while an iterator
+  // (a commit reading staged images, the applier reading payloads) holds them. With 8 MiB,
+  // one process umsyncing 39 MiB peaked at 75 MiB RSS with a 4 MiB cache, and 8 such
+  // processes in one 256 MiB memory cgroup stalled at the limit (docs/durability.md "What
+  // a umsync holds in memory"). Costs nothing measurable on umsync throughput.
+  o.write_buffer_size = kMemtableBytes;
   o.max_write_buffer_number = 2;
   o.max_total_wal_size = 32 << 20;
   o.level0_file_num_compaction_trigger = 2;
@@ -1130,7 +1143,7 @@ absl::Status Journal::CommitStreamed(Transaction* txn, absl::Span<const BlockWri
   const rocksdb::Slice staged_upper = ToSlice(staged_end);
   rocksdb::ReadOptions sro;
   sro.fill_cache = false;
-  sro.readahead_size = 1 << 20;
+  sro.readahead_size = kStagedReadaheadBytes;
   sro.iterate_upper_bound = &staged_upper;
   std::unique_ptr<rocksdb::Iterator> staged_it;
   if (!staged_to_take.empty()) {

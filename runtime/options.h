@@ -47,7 +47,7 @@ struct RuntimeOptions {
   // the journal writes in batches of this size (journal::JournalOptions::commit_batch_bytes)
   // and the apply reads back from it. Smaller: less memory, more journal writes for a large
   // umsync. At least one block.
-  size_t umsync_chunk_bytes = size_t{4} << 20;
+  size_t umsync_chunk_bytes = size_t{1} << 20;
   umap_io_engine io_engine = UMAP_IO_AUTO;
   unsigned io_channels = 2;
   unsigned io_depth = 16;

@@ -120,7 +120,7 @@ typedef struct umap_config {
                                 the file and fdatasyncs later (docs/durability.md,
                                 UMAP_DEFER_FILE_SYNC) */
   size_t umsync_chunk_bytes; /* most dirty bytes a umsync holds in memory at once; a larger
-                                umsync goes in chunks (default 4 MiB; UMAP_UMSYNC_CHUNK_BYTES;
+                                umsync goes in chunks (default 1 MiB; UMAP_UMSYNC_CHUNK_BYTES;
                                 docs/configuration.md) */
 } umap_config;
 
