@@ -51,7 +51,7 @@ if ! grep -q '"processes":2' "$dir/two.jsonl"; then echo "FAIL: no two-process r
 # Sixteen writers, a umsync every 100 ops each, 64 MiB cache: the whole process stays near
 # its cache. The umsync path once left a capture buffer, a commit batch and a copy of every
 # image in the malloc arena of each thread that synced (peak RSS 205-256 MiB here, OOM
-# kills at a 256 MiB limit); it reuses them now (docs/performance.md "Findings" 1).
+# kills at a 256 MiB limit); it reuses them now (docs/results/2026-12-03-findings-for-the-runtime.md, 1).
 "$bench" --file "$dir/w.dat" --file-size 512M --memory-limit 256M --threads 16 --ops 1500 \
   --repeats 1 --pattern random --access write --sync-every 100 --backends umap+64M \
   --json "$dir/write.jsonl" --stall-seconds 120 >"$dir/write.log" 2>&1
