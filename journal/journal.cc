@@ -125,7 +125,8 @@ constexpr size_t kMemtableBytes = size_t{2} << 20;
 // RocksDB options for the journal's workload: small records written with the WAL, most of
 // them deleted again shortly after (commit, apply, mark applied).
 rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventListener> listener,
-                           std::shared_ptr<rocksdb::Statistics> statistics) {
+                           std::shared_ptr<rocksdb::Statistics> statistics,
+                           uint64_t sync_written_bytes = 0) {
   rocksdb::Options o;
   o.env = env;  // carries JournalOptions::fs
   o.create_if_missing = true;
@@ -153,6 +154,9 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   // processes in one 256 MiB memory cgroup stalled at the limit (docs/durability.md "What
   // a umsync holds in memory"). Costs nothing measurable on umsync throughput.
   o.write_buffer_size = kMemtableBytes;
+  // JournalOptions::sync_written_bytes: why, there.
+  o.bytes_per_sync = sync_written_bytes;
+  o.wal_bytes_per_sync = sync_written_bytes;
   o.max_write_buffer_number = 2;
   o.max_total_wal_size = 32 << 20;
   o.level0_file_num_compaction_trigger = 2;
@@ -419,7 +423,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
 
   rocksdb::DB* db = nullptr;
-  rocksdb::Options db_options = DbOptions(rocks_env.get(), listener, statistics);
+  rocksdb::Options db_options =
+      DbOptions(rocks_env.get(), listener, statistics, options.sync_written_bytes);
   db_options.disable_auto_compactions = options.defer_compaction;
   if (options.salvage) {
     db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords;

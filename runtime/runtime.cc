@@ -841,6 +841,18 @@ std::string Runtime::journal_dir() {
 
 namespace {
 
+// What the journal of a process in a limited memory cgroup writes back as it goes
+// (journal::JournalOptions::sync_written_bytes).
+constexpr uint64_t kCgroupSyncWrittenBytes = uint64_t{1} << 20;
+
+// Whether a memory cgroup limit applies to this process (`given`: the options' probe).
+bool InMemoryCgroup(const std::shared_ptr<MemoryProbe>& given) {
+  std::shared_ptr<MemoryProbe> probe =
+      given != nullptr ? given : std::shared_ptr<MemoryProbe>(SystemMemoryProbe::Create("", false));
+  absl::StatusOr<MemorySample> sample = probe->Sample();
+  return sample.ok() && sample->cgroup_limited;
+}
+
 // A journal that cannot be opened, worded for the person who set it up.
 absl::Status JournalOpenError(const absl::Status& why, const std::string& dir, bool automatic) {
   const char* advice = "";
@@ -962,6 +974,7 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       jo.fs = options_.journal_fs;
       jo.staged_quota_bytes = options_.journal_staged_quota;
       jo.commit_batch_bytes = options_.umsync_chunk_bytes;
+      jo.sync_written_bytes = InMemoryCgroup(options_.memory_probe) ? kCgroupSyncWrittenBytes : 0;
       absl::StatusOr<std::unique_ptr<JournalHandle>> opened = JournalHandle::Open(jo);
       if (!opened.ok()) {
         // The caller sees an errno (umap_ex logs this message): name the directory, where it
