@@ -380,6 +380,9 @@ class Journal {
   // OK, or the poisoned status. Also picks up a background error seen by the listener.
   absl::Status WritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PoisonLocked(const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The registered mapping `mapping_id`, or kNotFound naming it.
+  absl::StatusOr<const MappingInfo*> FindMappingLocked(uint64_t mapping_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ConflictsLocked(const Claim& claim) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until no registered claim conflicts with `claim`, then registers it.
   void AcquireLocked(const Claim* claim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -60,18 +60,15 @@ absl::Status Journal::Stage(uint64_t mapping_id, uint64_t block, absl::string_vi
     AcquireLocked(&claim);
     absl::Status s = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       RETURN_IF_ERROR(WritableLocked());
-      auto m = mappings_.find(mapping_id);
-      if (m == mappings_.end()) {
-        return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
-      }
-      if (m->second.policy != Policy::kAtomic) {
+      ASSIGN_OR_RETURN(const MappingInfo* m, FindMappingLocked(mapping_id));
+      if (m->policy != Policy::kAtomic) {
         return absl::InvalidArgumentError(
             absl::StrCat("mapping ", mapping_id, " is relaxed: only atomic mappings stage"));
       }
-      if (data.empty() || data.size() > m->second.block_size) {
+      if (data.empty() || data.size() > m->block_size) {
         return absl::InvalidArgumentError(absl::StrCat("staged image of ", data.size(),
                                                        " bytes for block size ",
-                                                       m->second.block_size));
+                                                       m->block_size));
       }
       auto old = staged_.find(id);
       const uint64_t old_size = old == staged_.end() ? 0 : old->second;
@@ -161,16 +158,13 @@ absl::StatusOr<Transaction> Journal::Commit(uint64_t mapping_id,
     AcquireLocked(&claim);
     absl::Status s = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       RETURN_IF_ERROR(WritableLocked());
-      auto m = mappings_.find(mapping_id);
-      if (m == mappings_.end()) {
-        return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
-      }
-      txn.contents = m->second.contents;
+      ASSIGN_OR_RETURN(const MappingInfo* m, FindMappingLocked(mapping_id));
+      txn.contents = m->contents;
       for (const BlockWrite* b : given) {
-        if (b->data.empty() || b->data.size() > m->second.block_size) {
+        if (b->data.empty() || b->data.size() > m->block_size) {
           return absl::InvalidArgumentError(absl::StrCat("image of block ", b->block, " has ",
                                                          b->data.size(), " bytes; block size ",
-                                                         m->second.block_size));
+                                                         m->block_size));
         }
         image_bytes += b->data.size();
         if (!claim.InRange(b->block) && staged_.contains({mapping_id, b->block})) {

@@ -88,14 +88,20 @@ absl::StatusOr<uint64_t> Journal::RegisterMapping(const FileIdentity& file, uint
   return id;
 }
 
+absl::StatusOr<const MappingInfo*> Journal::FindMappingLocked(uint64_t mapping_id) const {
+  auto m = mappings_.find(mapping_id);
+  if (m == mappings_.end()) {
+    return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
+  }
+  return &m->second;
+}
+
 absl::Status Journal::UnregisterMapping(uint64_t mapping_id) {
   rocksdb::WriteBatch batch;
   {
     absl::MutexLock l(&mu_);
     RETURN_IF_ERROR(WritableLocked());
-    if (!mappings_.contains(mapping_id)) {
-      return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
-    }
+    RETURN_IF_ERROR(FindMappingLocked(mapping_id).status());
     // Let running Stage/Commit calls on it finish; later ones find no mapping.
     auto busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return std::any_of(claims_.begin(), claims_.end(),
@@ -103,9 +109,7 @@ absl::Status Journal::UnregisterMapping(uint64_t mapping_id) {
     };
     while (busy()) claims_changed_.Wait(&mu_);
     RETURN_IF_ERROR(WritableLocked());
-    if (!mappings_.contains(mapping_id)) {
-      return absl::NotFoundError(absl::StrCat("journal mapping ", mapping_id, " not registered"));
-    }
+    RETURN_IF_ERROR(FindMappingLocked(mapping_id).status());
     const auto unapplied = std::count_if(pending_.begin(), pending_.end(), [&](const auto& p) {
       return p.second.mapping_id == mapping_id;
     });
