@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/round.h"
 #include "base/status_macros.h"
 #include "runtime/uffd.h"
 #include "runtime/write_refusals.h"
@@ -20,8 +21,6 @@
 namespace umap::runtime {
 namespace {
 
-uint64_t RoundDown(uint64_t v, uint64_t to) { return v / to * to; }
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 // errno values with which a file system says it has no byte-range locks at all, or the file
 // cannot be opened again for them (a descriptor received from another user).

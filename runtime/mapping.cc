@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/round.h"
 #include "base/status_macros.h"
 #include "runtime/capture_spans.h"
 #include "runtime/mapping_internal.h"
@@ -25,7 +26,6 @@ namespace umap::runtime {
 using Table = CacheEntryTable;
 using mapping_internal::AddrHex;
 using mapping_internal::IsFilled;
-using mapping_internal::RoundUp;
 
 Mapping::Mapping(Runtime* rt, const Params& p, std::unique_ptr<File> file)
     : rt_(rt),

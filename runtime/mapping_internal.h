@@ -18,8 +18,6 @@ inline absl::Hex AddrHex(const void* p) {
 
 inline bool IsFilled(CacheEntryTable::Entry e) { return e.present() || e.poisoned(); }
 
-inline size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 }  // namespace umap::runtime::mapping_internal
 
 #endif  // UMAP_RUNTIME_MAPPING_INTERNAL_H_

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/round.h"
 #include "base/status_macros.h"
 #include "runtime/capture_spans.h"
 #include "runtime/mapping_internal.h"
@@ -27,7 +28,6 @@ namespace umap::runtime {
 using Table = CacheEntryTable;
 using mapping_internal::AddrHex;
 using mapping_internal::IsFilled;
-using mapping_internal::RoundUp;
 
 void Mapping::QueueFill(uint64_t block, uint64_t entry, uint32_t cache_block, bool write, pid_t tid,
                         bool kick, bool stash) {

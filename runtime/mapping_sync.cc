@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
+#include "base/round.h"
 #include "base/status_macros.h"
 #include "runtime/capture_spans.h"
 #include "runtime/mapping_internal.h"
@@ -27,7 +28,6 @@ namespace umap::runtime {
 using Table = CacheEntryTable;
 using mapping_internal::AddrHex;
 using mapping_internal::IsFilled;
-using mapping_internal::RoundUp;
 
 absl::Status Mapping::Sync(uint64_t first, uint64_t end) {
   if (!writable_) return absl::OkStatus();

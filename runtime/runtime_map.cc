@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/private_dir.h"
+#include "base/round.h"
 #include "base/status_macros.h"
 #include "recovery/recovery.h"
 #include "runtime/fault_signal.h"
@@ -31,10 +32,6 @@
 #include "runtime/umap_c_internal.h"
 
 namespace umap::runtime {
-
-namespace {
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-}  // namespace
 
 absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flags, int fd,
                                    off_t offset, const CoherenceRequest& coherence) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/keep_locks.h"
 #include "base/log.h"
+#include "base/round.h"
 #include "runtime/options.h"
 #include "runtime/preload/range_set.h"
 #include "runtime/preload/real_calls.h"
@@ -44,8 +45,6 @@ std::atomic<Shim*> Shim::active_{nullptr};
 std::atomic<Shim*> Shim::adopt_{nullptr};
 
 namespace {
-
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 umap_config LoadConfig(int* err) {
   umap_config c;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/round.h"
 #include "runtime/preload/range_set.h"
 #include "runtime/preload/real_calls.h"
 #include "runtime/preload/shim.h"
@@ -20,8 +21,6 @@ using c_api::umap_ex;
 using c_api::umsync;
 using c_api::uunmap;
 namespace {
-
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 int Fail(int err) {
   errno = err;

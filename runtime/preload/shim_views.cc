@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/keep_locks.h"
 #include "base/log.h"
+#include "base/round.h"
 #include "runtime/preload/range_set.h"
 #include "runtime/preload/real_calls.h"
 #include "runtime/preload/shim.h"
@@ -20,8 +21,6 @@
 namespace umap::preload {
 namespace {
 
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
-uint64_t RoundDown(uint64_t n, uint64_t to) { return n / to * to; }
 
 int Fail(int err) {
   errno = err;
