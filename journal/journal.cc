@@ -120,7 +120,7 @@ class JournalInfoLog final : public rocksdb::Logger {
 ABSL_CONST_INIT absl::Mutex JournalInfoLog::mu_(absl::kConstInit);
 
 // A memtable's size (RocksDB's write_buffer_size); why this value: in DbOptions.
-constexpr size_t kMemtableBytes = size_t{2} << 20;
+constexpr size_t kMemtableBytes = size_t{8} << 20;
 
 // RocksDB options for the journal's workload: small records written with the WAL, most of
 // them deleted again shortly after (commit, apply, mark applied).
@@ -149,10 +149,11 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   // Measured in tests/journal/journal_test.cc (DiskUseStaysBounded) and docs/journal_format.md.
   // It is also what a umsync costs in memory: a large umsync's images pass through the
   // memtables, two of them full while one flushes, and more stay pinned while an iterator
-  // (a commit reading staged images, the applier reading payloads) holds them. With 8 MiB,
-  // one process umsyncing 39 MiB peaked at 75 MiB RSS with a 4 MiB cache, and 8 such
-  // processes in one 256 MiB memory cgroup stalled at the limit (docs/durability.md "What
-  // a umsync holds in memory"). Costs nothing measurable on umsync throughput.
+  // (a commit reading staged images, the applier reading payloads) holds them. 2 MiB
+  // halved a large umsync's heap (docs/durability.md "What a umsync holds in memory") but
+  // was reverted: on a full journal disk each reopen then found room again and filled it,
+  // and the runtime logged every round instead of backing off once
+  // (tests/runtime/journal_full_log_test.cc failed in 1 of 3 CI runs).
   o.write_buffer_size = kMemtableBytes;
   // JournalOptions::sync_written_bytes: why, there.
   o.bytes_per_sync = sync_written_bytes;
