@@ -1,6 +1,7 @@
 #include "base/log.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +65,21 @@ void Write(Level level, const char* file, int line, absl::string_view msg) {
   static const int fd = OutputFd();
   ssize_t ignored = ::write(fd, out.data(), out.size());
   (void)ignored;
+}
+
+bool EveryPeriod::Allow(uint64_t* left_out) {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  // +1: a last_us_ of 0 means "never said".
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000 + 1;
+  uint64_t last = last_us_.load(std::memory_order_relaxed);
+  if ((last != 0 && now - last < period_us_) ||
+      !last_us_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    left_out_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  *left_out = left_out_.exchange(0, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace umap::log

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
@@ -78,7 +79,8 @@ ABSL_CONST_INIT absl::Mutex OpenDirs::mu_(absl::kConstInit);
 // A warning RocksDB repeats while a condition lasts ("Stopping writes because we have 2
 // immutable memtables", at every stalled write; "DB::Open() failed", at every reopen of a
 // journal on a full disk) is printed once per kRepeatMicros, with the count of those left
-// out, instead of once per write. Process-wide: every open has a logger of its own.
+// out, instead of once per write; each warning by itself, so that several that alternate
+// are each limited. Process-wide: every open has a logger of its own.
 class JournalInfoLog final : public rocksdb::Logger {
  public:
   JournalInfoLog() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
@@ -92,18 +94,15 @@ class JournalInfoLog final : public rocksdb::Logger {
     uint64_t left_out = 0;
     {
       absl::MutexLock l(&mu_);
-      static const char* last_format_ ABSL_GUARDED_BY(mu_) = nullptr;
-      static uint64_t last_us_ ABSL_GUARDED_BY(mu_) = 0;
-      static uint64_t left_out_ ABSL_GUARDED_BY(mu_) = 0;
-      // The same format (the same warning, whatever its numbers) within the period.
-      if (format == last_format_ && now - last_us_ < kRepeatMicros) {
-        ++left_out_;
+      // Each format (the same warning, whatever its numbers) once within the period: a
+      // full disk makes RocksDB cycle through several warnings at every reopen.
+      Said& said = SaidByFormat()[format];
+      if (said.last_us != 0 && now - said.last_us < kRepeatMicros) {
+        ++said.left_out;
         return;
       }
-      left_out = format == last_format_ ? left_out_ : 0;
-      last_format_ = format;
-      last_us_ = now;
-      left_out_ = 0;
+      left_out = said.left_out;
+      said = {now, 0};
     }
     if (left_out > 0) {
       UMAP_LOG(kWarn, "rocksdb: ", buf, " (and ", left_out, " more like it in the last ",
@@ -114,13 +113,25 @@ class JournalInfoLog final : public rocksdb::Logger {
   }
 
  private:
-  static constexpr uint64_t kRepeatMicros = 10'000'000;
+  struct Said {
+    uint64_t last_us = 0;
+    uint64_t left_out = 0;
+  };
+  // RocksDB's formats are string literals: a few dozen call sites at most.
+  static absl::flat_hash_map<const char*, Said>& SaidByFormat()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    static auto* said = new absl::flat_hash_map<const char*, Said>();
+    return *said;
+  }
+  // A minute: what RocksDB repeats is seldom news, and the journal's own errors say what
+  // happens (a full disk: one line every 10 s from the runtime).
+  static constexpr uint64_t kRepeatMicros = 60'000'000;
   static absl::Mutex mu_;
 };
 ABSL_CONST_INIT absl::Mutex JournalInfoLog::mu_(absl::kConstInit);
 
 // A memtable's size (RocksDB's write_buffer_size); why this value: in DbOptions.
-constexpr size_t kMemtableBytes = size_t{8} << 20;
+constexpr size_t kMemtableBytes = size_t{2} << 20;
 
 // RocksDB options for the journal's workload: small records written with the WAL, most of
 // them deleted again shortly after (commit, apply, mark applied).
@@ -149,11 +160,13 @@ rocksdb::Options DbOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::EventList
   // Measured in tests/journal/journal_test.cc (DiskUseStaysBounded) and docs/journal_format.md.
   // It is also what a umsync costs in memory: a large umsync's images pass through the
   // memtables, two of them full while one flushes, and more stay pinned while an iterator
-  // (a commit reading staged images, the applier reading payloads) holds them. 2 MiB
-  // halved a large umsync's heap (docs/durability.md "What a umsync holds in memory") but
-  // was reverted: on a full journal disk each reopen then found room again and filled it,
-  // and the runtime logged every round instead of backing off once
-  // (tests/runtime/journal_full_log_test.cc failed in 1 of 3 CI runs).
+  // (a commit reading staged images, the applier reading payloads) holds them. With 8 MiB,
+  // one process umsyncing 39 MiB peaked at 75 MiB RSS with a 4 MiB cache, and 8 such
+  // processes in one 256 MiB memory cgroup stalled at the limit (docs/durability.md "What
+  // a umsync holds in memory"). Costs nothing measurable on umsync throughput. On a nearly
+  // full disk a reopen finds room again more often with small memtables (a flush frees the
+  // WAL); the runtime's JournalHandle counts such a reopen that fills at once as a failed
+  // attempt, so the log does not grow with it.
   o.write_buffer_size = kMemtableBytes;
   // JournalOptions::sync_written_bytes: why, there.
   o.bytes_per_sync = sync_written_bytes;
@@ -320,7 +333,8 @@ Journal::~Journal() {
     FlushAtClose();
   }
   rocksdb::Status s = db_->Close();
-  if (!s.ok()) UMAP_LOG(kWarn, "closing journal ", dir_, ": ", s.ToString());
+  // Repeats while a disk stays full (each reopen closes a poisoned journal): rate-limited.
+  if (!s.ok()) UMAP_LOG_EVERY(kWarn, 10, "closing journal ", dir_, ": ", s.ToString());
   delete db_;
   bool clean = s.ok();
   {
@@ -676,7 +690,9 @@ void Journal::PoisonLocked(const absl::Status& cause) {
                           "journal ", dir_, " poisoned by ", absl::StatusCodeToString(cause.code()),
                           ": ", cause.message(), "; reopen to recover")),
                       ErrnoFromStatus(cause));
-  UMAP_LOG(kError, poison_.message());
+  // Info only: every write returns it, and the runtime's JournalHandle says it once per spell
+  // of trouble, with what happens meanwhile.
+  UMAP_LOG(kInfo, poison_.message());
 }
 
 absl::Status Journal::poisoned() {

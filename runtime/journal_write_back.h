@@ -1,13 +1,6 @@
 // Write-back through the write-ahead journal (the protocol: docs/durability.md).
 //
-// JournalHandle owns the runtime's Journal and reopens it after a write error poisoned it
-// (the journal never writes again after an error until closed, reopened and recovered).
-// Writes go through Run, which reopens first; reads of staged or committed images go
-// through Read, which uses the poisoned journal as it is (it still serves reads), so that a
-// failing reopen fails the next umsync, never a read of the application's own data. When a
-// writable reopen fails (a full or failing disk), the journal is opened read-only instead
-// (JournalOptions::read_only: writes nothing), which serves reads and counts as poisoned, so
-// every Run tries the writable reopen again.
+// JournalHandle (journal_handle.h) owns the Journal and reopens it after a write error.
 // A commit that failed is indeterminate: the reopen may find it committed after all (its
 // WriteBatch reached the WAL, only the fsync failed). Each sink then adopts its own such
 // survivors before its next commit or read of an evicted block, and applies them in LSN
@@ -54,98 +47,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "journal/journal.h"
+#include "runtime/journal_handle.h"
 #include "runtime/write_back.h"
 #include "umap/env.h"
 
 namespace umap::runtime {
 
-// How long a page fault waits for a cache block (whose dirty contents could not be written
-// back or spilled) before its thread gets SIGBUS (Runtime's fill wait).
-inline constexpr int kFillWaitSeconds = 60;
 
-class JournalHandle {
- public:
-  static absl::StatusOr<std::unique_ptr<JournalHandle>> Open(journal::JournalOptions options);
-
-  // Runs fn(journal) while no reopen can happen. If the journal is poisoned, reopens it
-  // first (waiting for running calls to finish); a failed reopen is returned.
-  template <typename Fn>
-  auto Run(Fn&& fn) -> decltype(fn(std::declval<journal::Journal&>())) {
-    if (absl::Status s = ReopenIfPoisoned(); !s.ok()) return s;
-    absl::ReaderMutexLock l(&mu_);
-    return fn(*journal_);
-  }
-
-  // Runs fn(journal) for a read. A poisoned journal still serves reads (journal.h), so this
-  // does not reopen it: a journal write error must make writes fail, not reads of staged
-  // blocks (a failed read is a SIGBUS). A failed writable reopen leaves a read-only open in
-  // its place; only when even that failed, so that no journal is open, does this open one,
-  // retrying a few times over ~100 ms so that a transient error does not fail the read.
-  template <typename Fn>
-  auto Read(Fn&& fn) -> decltype(fn(std::declval<journal::Journal&>())) {
-    for (int attempt = 1;; ++attempt) {
-      {
-        absl::ReaderMutexLock l(&mu_);
-        if (journal_ != nullptr) return fn(*journal_);
-      }
-      absl::Status s = ReopenIfPoisoned();
-      if (!s.ok() && attempt >= kReadReopenAttempts) return s;
-      if (!s.ok()) SleepBeforeRetry(attempt);
-    }
-  }
-
-  const std::string& dir() const { return options_.dir; }
-  // The journal's figures, without waiting: false when a reopen holds the journal (or none
-  // is open). For observers that must never block (the stats publisher).
-  bool TryStats(journal::Journal::Stats* out) const {
-    if (!mu_.ReaderTryLock()) return false;
-    const bool open = journal_ != nullptr;
-    if (open) *out = journal_->stats();
-    mu_.ReaderUnlock();
-    return open;
-  }
-  // Checkpoint (Runtime::Quiesce): makes everything written durable (Journal::Sync), then
-  // closes the journal, releasing RocksDB's LOCK and every descriptor, until Resume. Run and
-  // Read fail meanwhile (errno ESTALE), never reopen. REQUIRES: no Run or Read is running.
-  absl::Status Suspend();
-  // Opens the journal again after Suspend. The directory must still exist (it is not
-  // created again: an empty new journal would hide that the old one is gone). Errors: the
-  // journal is open elsewhere (EBUSY, naming the pid), missing (ENOENT), or fails to open.
-  absl::Status Resume(Env* env);
-  bool suspended() const {
-    absl::ReaderMutexLock l(&mu_);
-    return suspended_;
-  }
-
-  // Successful reopens so far: identifies the Journal instance in use. May be read inside
-  // Run/Read (no lock).
-  uint64_t reopens() const { return reopens_.load(std::memory_order_acquire); }
-
- private:
-  explicit JournalHandle(journal::JournalOptions options,
-                         std::unique_ptr<journal::Journal> journal)
-      : options_(std::move(options)), journal_(std::move(journal)) {}
-  absl::Status ReopenIfPoisoned();
-  // The log of a journal that cannot be written (a full disk): what happens and for how
-  // long at the first failed reopen, then one line every kSayEveryMicros at most, and one
-  // when it is written again; not one line per retry (they come every 100 ms).
-  void SayReopenFailed(const absl::Status& why, bool read_only_kept)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SayReopened() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static constexpr uint64_t kSayEveryMicros = 10'000'000;
-  static constexpr int kReadReopenAttempts = 4;
-  static void SleepBeforeRetry(int attempt);
-
-  const journal::JournalOptions options_;
-  mutable absl::Mutex mu_;  // readers: journal calls; writer: reopen
-  std::unique_ptr<journal::Journal> journal_ ABSL_GUARDED_BY(mu_);
-  bool suspended_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<uint64_t> reopens_{0};  // written under mu_ (writer)
-  uint64_t failing_since_us_ ABSL_GUARDED_BY(mu_) = 0;  // 0: the last reopen succeeded
-  uint64_t last_said_us_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t failed_reopens_ ABSL_GUARDED_BY(mu_) = 0;
-  int last_errno_ ABSL_GUARDED_BY(mu_) = 0;  // of the failure said last
-};
 
 class JournalWriteBack final : public WriteBack {
  public:

@@ -161,8 +161,9 @@ bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
     if (!r.kept) {
       for (uint32_t s : order) {
         if (shadows.at(s).error.exchange(err, std::memory_order_relaxed) == 0 && s == order[0]) {
-          UMAP_LOG(kError, "write-back of ", order.size(), " evicted blocks of ", file_->name(),
-                   " failed (kept in memory, retrying): ", r.status.ToString());
+          UMAP_LOG_EVERY(kError, 10, "write-back of ", order.size(), " evicted blocks of ",
+                         file_->name(), " failed (kept in memory, retrying): ",
+                         r.status.ToString());
         }
         shadows.at(s).attempts.fetch_add(1, std::memory_order_release);
       }
@@ -170,9 +171,10 @@ bool Mapping::WriteShadows(absl::Span<const uint32_t> ids) {
     }
     // Committed, only the apply failed: the journal holds the images and the next umsync
     // applies them; the shadows are no longer needed and must not be journaled again.
-    UMAP_LOG(kError, "write-back of ", order.size(), " evicted blocks of ", file_->name(),
-             " is journaled but could not be applied yet (the next umsync retries): ",
-             r.status.ToString());
+    UMAP_LOG_EVERY(kError, 10, "write-back of ", order.size(), " evicted blocks of ",
+                   file_->name(),
+                   " is journaled but could not be applied yet (the next umsync retries): ",
+                   r.status.ToString());
   }
   for (uint32_t s : order) {
     ShadowPool::Shadow& sh = shadows.at(s);

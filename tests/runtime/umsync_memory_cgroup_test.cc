@@ -56,11 +56,7 @@ Writer Start(const MemoryCgroup& cg, const std::string& file) {
   return w;
 }
 
-// Disabled: it passes only with 2 MiB memtables (journal/journal.cc, kMemtableBytes), which
-// were reverted for what they did to a full journal disk; with 8 MiB writers are still
-// OOM-killed (docs/durability.md "What a umsync holds in memory"). Run it with
-// --gtest_also_run_disabled_tests.
-TEST(UmsyncMemory, DISABLED_EightWritersUmsyncing39MiBEachFinishInOne256MiBCgroup) {
+TEST(UmsyncMemory, EightWritersUmsyncing39MiBEachFinishInOne256MiBCgroup) {
   UMAP_SKIP_WITHOUT("memory-cgroup");
   const std::string dir = absl::StrCat("/var/tmp/umap-umsync-memory-", ::getpid());
   std::filesystem::create_directories(dir);
