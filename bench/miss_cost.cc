@@ -122,6 +122,52 @@ absl::Status ReadBlocks(BenchBackend& b, unsigned t, const uint64_t* order, uint
   return absl::OkStatus();
 }
 
+// The blocks the threads read, thread t from order[t * per_thread]: warm-up first, then the
+// timed ops. False (said) when the file is too small for them.
+bool PlanReads(const Flags& f, uint64_t warmup, uint64_t per_thread, std::vector<uint64_t>* order) {
+  // Only even-numbered blocks are read: no block read is next to another, so no access
+  // looks like the start of a sequential stream and read-ahead never runs.
+  const uint64_t blocks = f.file_size / kBlock / 2;
+  if (per_thread * f.threads > blocks) {
+    std::fprintf(stderr,
+                 "umap-misscost: %u threads x (%lu warm-up + %lu ops) blocks > the file's %lu "
+                 "even-numbered blocks: give a larger --file-size\n",
+                 f.threads, warmup, f.ops, blocks);
+    return false;
+  }
+  order->resize(blocks);
+  for (uint64_t i = 0; i < blocks; ++i) (*order)[i] = 2 * i;
+  std::shuffle(order->begin(), order->end(), std::mt19937_64(f.seed));
+  return true;
+}
+
+// The run's line and its per-miss figures, from the usage and counters at the barriers.
+void PrintFigures(const Flags& f, uint64_t warmup, uint64_t cache_bytes, const Usage& u0,
+                  const Usage& u1, const RunResult& before, const RunResult& after) {
+  const double n = static_cast<double>(f.ops) * f.threads;
+  const double wall = u1.wall_s - u0.wall_s;
+  absl::PrintF(
+      "umap-misscost backend=%s threads=%u ops=%.0f warmup=%lu cache=%s wall_s=%.3f "
+      "ops_per_s=%.0f region_monotonic=%.6f,%.6f\n",
+      f.backend, f.threads, n, warmup, HumanBytes(cache_bytes), wall, n / wall, u0.wall_s,
+      u1.wall_s);
+  absl::PrintF(
+      "per_miss: wall_us %.2f user_us %.2f sys_us %.2f cpu_us %.2f vcsw %.3f ivcsw %.3f "
+      "minflt %.3f majflt %.3f",
+      wall * 1e6 / n * f.threads, (u1.user_s - u0.user_s) * 1e6 / n,
+      (u1.sys_s - u0.sys_s) * 1e6 / n, (u1.user_s + u1.sys_s - u0.user_s - u0.sys_s) * 1e6 / n,
+      (u1.nvcsw - u0.nvcsw) / n, (u1.nivcsw - u0.nivcsw) / n, (u1.minflt - u0.minflt) / n,
+      (u1.majflt - u0.majflt) / n);
+  if (after.umap_faults_missing > 0) {
+    absl::PrintF(" umap_faults %.3f umap_blocks_read %.3f umap_evictions %.3f umap_io_reads %.3f",
+                 (after.umap_faults_missing - before.umap_faults_missing) / n,
+                 (after.umap_blocks_read - before.umap_blocks_read) / n,
+                 (after.umap_evictions - before.umap_evictions) / n,
+                 (after.umap_io_reads - before.umap_io_reads) / n);
+  }
+  std::printf("\n");
+}
+
 int Run(const Flags& f) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(f.file).parent_path();
@@ -142,20 +188,8 @@ int Run(const Flags& f) {
   const uint64_t warmup = f.warmup >= 0 ? static_cast<uint64_t>(f.warmup)
                                         : (o.cache_bytes / kBlock * 9 / 8) / f.threads;
   const uint64_t per_thread = warmup + f.ops;
-  // Only even-numbered blocks are read: no block read is next to another, so no access
-  // looks like the start of a sequential stream and read-ahead never runs.
-  const uint64_t blocks = f.file_size / kBlock / 2;
-  if (per_thread * f.threads > blocks) {
-    std::fprintf(stderr,
-                 "umap-misscost: %u threads x (%lu warm-up + %lu ops) blocks > the file's %lu "
-                 "even-numbered blocks: give a larger --file-size\n",
-                 f.threads, warmup, f.ops, blocks);
-    return 2;
-  }
-  // Thread t reads order[t * per_thread ...]: warm-up first, then the timed ops.
-  std::vector<uint64_t> order(blocks);
-  for (uint64_t i = 0; i < blocks; ++i) order[i] = 2 * i;
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(f.seed));
+  std::vector<uint64_t> order;
+  if (!PlanReads(f, warmup, per_thread, &order)) return 2;
 
   absl::StatusOr<std::unique_ptr<BenchBackend>> backend = NewBackend(f.backend, o);
   if (!backend.ok()) {
@@ -224,28 +258,7 @@ int Run(const Flags& f) {
     std::fprintf(stderr, "umap-misscost: %s\n", s.ToString().c_str());
     return 1;
   }
-  const double n = static_cast<double>(f.ops) * f.threads;
-  const double wall = u1.wall_s - u0.wall_s;
-  absl::PrintF(
-      "umap-misscost backend=%s threads=%u ops=%.0f warmup=%lu cache=%s wall_s=%.3f "
-      "ops_per_s=%.0f region_monotonic=%.6f,%.6f\n",
-      f.backend, f.threads, n, warmup, HumanBytes(o.cache_bytes), wall, n / wall, u0.wall_s,
-      u1.wall_s);
-  absl::PrintF(
-      "per_miss: wall_us %.2f user_us %.2f sys_us %.2f cpu_us %.2f vcsw %.3f ivcsw %.3f "
-      "minflt %.3f majflt %.3f",
-      wall * 1e6 / n * f.threads, (u1.user_s - u0.user_s) * 1e6 / n,
-      (u1.sys_s - u0.sys_s) * 1e6 / n, (u1.user_s + u1.sys_s - u0.user_s - u0.sys_s) * 1e6 / n,
-      (u1.nvcsw - u0.nvcsw) / n, (u1.nivcsw - u0.nivcsw) / n, (u1.minflt - u0.minflt) / n,
-      (u1.majflt - u0.majflt) / n);
-  if (after.umap_faults_missing > 0) {
-    absl::PrintF(" umap_faults %.3f umap_blocks_read %.3f umap_evictions %.3f umap_io_reads %.3f",
-                 (after.umap_faults_missing - before.umap_faults_missing) / n,
-                 (after.umap_blocks_read - before.umap_blocks_read) / n,
-                 (after.umap_evictions - before.umap_evictions) / n,
-                 (after.umap_io_reads - before.umap_io_reads) / n);
-  }
-  std::printf("\n");
+  PrintFigures(f, warmup, o.cache_bytes, u0, u1, before, after);
   return 0;
 }
 

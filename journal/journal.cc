@@ -490,10 +490,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const JournalOptions& opt
   return journal;
 }
 
-absl::Status Journal::Recover(bool keep_staged, bool read_only) {
-  absl::MutexLock l(&mu_);
+absl::Status Journal::RecoverFormatLocked(bool read_only) {
   rocksdb::ReadOptions ro;
-
   // Format record first: nothing else is interpreted, and nothing written, before the
   // version is known to be one we read.
   std::string value;
@@ -525,8 +523,47 @@ absl::Status Journal::Recover(bool keep_staged, bool read_only) {
           "with the umap version that wrote it"));
     }
   }
+  return absl::OkStatus();
+}
 
-  s = db_->Get(ro, ToSlice(WatermarkKey()), &value);
+absl::Status Journal::RecoverStagedLocked(bool keep_staged) {
+  rocksdb::ReadOptions ro;
+  // Staged records were never committed and the cache that remembered them is gone: discard
+  // them with one range tombstone, not a read of every image (not synced: if it is lost, the
+  // next Open discards them again). A runtime reopening its own journal keeps them and
+  // rebuilds their index and quota use. One iterator serves both: it stops at the first
+  // record when they are discarded.
+  bool any_staged = false;
+  {
+    const std::string begin = TagBegin(RecordTag::kStaged), end = TagEnd(RecordTag::kStaged);
+    rocksdb::Slice upper = ToSlice(end);
+    rocksdb::ReadOptions sro = ro;
+    sro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(sro));
+    for (it->Seek(ToSlice(begin)); it->Valid(); it->Next()) {
+      any_staged = true;
+      if (!keep_staged) break;  // one record is enough to know
+      ASSIGN_OR_RETURN(StagedBlock sb, DecodeStaged(ToView(it->key()), ToView(it->value())));
+      staged_[{sb.mapping_id, sb.block}] = sb.data.size();
+      staged_bytes_ += sb.data.size();
+    }
+    RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
+  }
+  if (any_staged && !keep_staged) {
+    rocksdb::WriteBatch batch;
+    batch.DeleteRange(ToSlice(TagBegin(RecordTag::kStaged)), ToSlice(TagEnd(RecordTag::kStaged)));
+    RETURN_IF_ERROR(Write(&batch, /*sync=*/false, "discard staged blocks"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Journal::Recover(bool keep_staged, bool read_only) {
+  absl::MutexLock l(&mu_);
+  rocksdb::ReadOptions ro;
+
+  RETURN_IF_ERROR(RecoverFormatLocked(read_only));
+  std::string value;
+  rocksdb::Status s = db_->Get(ro, ToSlice(WatermarkKey()), &value);
   if (s.IsNotFound()) {
     return absl::DataLossError(absl::StrCat("journal ", dir_, ": watermark record missing"));
   }
@@ -566,33 +603,7 @@ absl::Status Journal::Recover(bool keep_staged, bool read_only) {
           }));
   RETURN_IF_ERROR(DropOrphanPayloads(read_only));
 
-  // Staged records were never committed and the cache that remembered them is gone: discard
-  // them with one range tombstone, not a read of every image (not synced: if it is lost, the
-  // next Open discards them again). A runtime reopening its own journal keeps them and
-  // rebuilds their index and quota use. One iterator serves both: it stops at the first
-  // record when they are discarded.
-  bool any_staged = false;
-  {
-    const std::string begin = TagBegin(RecordTag::kStaged), end = TagEnd(RecordTag::kStaged);
-    rocksdb::Slice upper = ToSlice(end);
-    rocksdb::ReadOptions sro = ro;
-    sro.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(sro));
-    for (it->Seek(ToSlice(begin)); it->Valid(); it->Next()) {
-      any_staged = true;
-      if (!keep_staged) break;  // one record is enough to know
-      ASSIGN_OR_RETURN(StagedBlock sb, DecodeStaged(ToView(it->key()), ToView(it->value())));
-      staged_[{sb.mapping_id, sb.block}] = sb.data.size();
-      staged_bytes_ += sb.data.size();
-    }
-    RETURN_IF_ERROR(FromRocksDb(it->status(), absl::StrCat("read journal ", dir_)));
-  }
-  if (any_staged && !keep_staged) {
-    rocksdb::WriteBatch batch;
-    batch.DeleteRange(ToSlice(TagBegin(RecordTag::kStaged)), ToSlice(TagEnd(RecordTag::kStaged)));
-    RETURN_IF_ERROR(Write(&batch, /*sync=*/false, "discard staged blocks"));
-  }
-  return absl::OkStatus();
+  return RecoverStagedLocked(keep_staged);
 }
 
 absl::Status Journal::DropOrphanPayloads(bool read_only) {

@@ -334,6 +334,11 @@ class Journal {
           rocksdb::DB* db);
 
   absl::Status Recover(bool keep_staged, bool read_only);
+  // Parts of Recover: the format record (read and checked first: nothing else is read
+  // before the version is known; written in an empty journal), and the staged records
+  // (discarded, or indexed again for a runtime reopening its own journal).
+  absl::Status RecoverFormatLocked(bool read_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RecoverStagedLocked(bool keep_staged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Part of Recover: deletes the payload records whose transaction has no header (a
   // streamed commit cut short by a crash or a write error; never committed), and keeps
   // their LSNs from being handed out again. A read-only open only steps over them.

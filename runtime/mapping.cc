@@ -252,74 +252,83 @@ void Mapping::HandleMissing(uint64_t block, bool write, pid_t tid, char* staging
     return;
   }
   if (cache_block == BlockPool::kNone) {
-    // Slow path: every cache block is dirty and cannot leave the cache. Say why and what to do.
-    int wb = rt_->last_writeback_errno();
-    if (wb == ESTALE || wb == ENOLCK) {
-      RaiseSigbus(
-          block, e.v, tid,
-          PosixError(
-              wb,
-              absl::StrCat("no cache block can be freed: dirty blocks may not be written back any "
-                           "more (",
-                           std::strerror(wb),
-                           ": the journal was taken over by another "
-                           "process or node, or the mapping lost its locks; docs/consistency.md); "
-                           "end the process")));
-      return;
-    }
-    RaiseSigbus(
-        block, e.v, tid,
-        PosixError(
-            ENOMEM,
-            absl::StrCat("no cache block could be freed in time: dirty blocks cannot be written "
-                         "back (last write-back error: ",
-                         wb ? std::strerror(wb) : "none",
-                         "). umsync more often, raise cache_bytes or the journal's staged quota, "
-                         "free space on the journal disk, or use policy=relaxed")));
+    RaiseNoCacheBlock(block, e, tid);
     return;
   }
   if (!e.shadow() && !e.staged()) {
-    // The common miss: the block comes from the file. Signal mode reads it here, in the
-    // faulting thread, as the kernel's own fault path would; files without a descriptor
-    // (and handler mode) go through the I/O manager's queues, merged with queued neighbours.
-    if (!signal_mode_) {
-      QueueFill(block, e.v, cache_block, write, tid);
-      MaybePrefetch(block);
-      return;
-    }
-    if (read_file()->fd() >= 0) {
-      const bool streams = rt_->prefetch_blocks() > 0;
-      Stream* stream = streams ? FindStream(block) : nullptr;
-      if (stream == nullptr) {
-        // A random miss: nothing to merge it with. (It may start a stream.)
-        const bool probe =
-            streams && random_misses_.fetch_add(1, std::memory_order_relaxed) % kProbeEvery == 0;
-        if (streams && !probe && run_score_.load(std::memory_order_relaxed) >= kReadAroundScore &&
-            FillInlineRun(block, e.v, cache_block, write, tid, StartStream(block))) {
-          return;  // read around it
-        }
-        FillInline(block, e.v, cache_block, write, tid);
-        if (streams) {
-          Stream* started = StartStream(block);
-          if (probe) started->probe.store(true, std::memory_order_relaxed);
-        }
-        return;
-      }
-      // The stream's second miss: read its first window with it, here.
-      if (stream->length.load(std::memory_order_relaxed) == 0 &&
-          FillInlineRun(block, e.v, cache_block, write, tid, stream)) {
-        return;
-      }
-    }
-    // A miss that continues a sequential stream is queued with its read-ahead (read-ahead is
-    // queued first, then this block, then the channels are told: one merged read), and so is
-    // any miss on a file without a descriptor (its reads have deadlines in the channels).
-    MaybePrefetch(block);
-    QueueFill(block, e.v, cache_block, write, tid);
-    WaitWhileFilling(block);
+    FillFromFile(block, e, cache_block, write, tid);
     return;
   }
   ServeEvicted(block, e, cache_block, write, tid, staging);
+}
+
+void Mapping::RaiseNoCacheBlock(uint64_t block, const CacheEntryTable::Entry& e, pid_t tid) {
+  // Slow path: every cache block is dirty and cannot leave the cache. Say why and what to do.
+  int wb = rt_->last_writeback_errno();
+  if (wb == ESTALE || wb == ENOLCK) {
+    RaiseSigbus(
+        block, e.v, tid,
+        PosixError(
+            wb,
+            absl::StrCat("no cache block can be freed: dirty blocks may not be written back any "
+                         "more (",
+                         std::strerror(wb),
+                         ": the journal was taken over by another "
+                         "process or node, or the mapping lost its locks; docs/consistency.md); "
+                         "end the process")));
+    return;
+  }
+  RaiseSigbus(
+      block, e.v, tid,
+      PosixError(
+          ENOMEM,
+          absl::StrCat("no cache block could be freed in time: dirty blocks cannot be written "
+                       "back (last write-back error: ",
+                       wb ? std::strerror(wb) : "none",
+                       "). umsync more often, raise cache_bytes or the journal's staged quota, "
+                       "free space on the journal disk, or use policy=relaxed")));
+}
+
+void Mapping::FillFromFile(uint64_t block, const CacheEntryTable::Entry& e,
+                           uint32_t cache_block, bool write, pid_t tid) {
+  // The common miss: the block comes from the file. Signal mode reads it here, in the
+  // faulting thread, as the kernel's own fault path would; files without a descriptor
+  // (and handler mode) go through the I/O manager's queues, merged with queued neighbours.
+  if (!signal_mode_) {
+    QueueFill(block, e.v, cache_block, write, tid);
+    MaybePrefetch(block);
+    return;
+  }
+  if (read_file()->fd() >= 0) {
+    const bool streams = rt_->prefetch_blocks() > 0;
+    Stream* stream = streams ? FindStream(block) : nullptr;
+    if (stream == nullptr) {
+      // A random miss: nothing to merge it with. (It may start a stream.)
+      const bool probe =
+          streams && random_misses_.fetch_add(1, std::memory_order_relaxed) % kProbeEvery == 0;
+      if (streams && !probe && run_score_.load(std::memory_order_relaxed) >= kReadAroundScore &&
+          FillInlineRun(block, e.v, cache_block, write, tid, StartStream(block))) {
+        return;  // read around it
+      }
+      FillInline(block, e.v, cache_block, write, tid);
+      if (streams) {
+        Stream* started = StartStream(block);
+        if (probe) started->probe.store(true, std::memory_order_relaxed);
+      }
+      return;
+    }
+    // The stream's second miss: read its first window with it, here.
+    if (stream->length.load(std::memory_order_relaxed) == 0 &&
+        FillInlineRun(block, e.v, cache_block, write, tid, stream)) {
+      return;
+    }
+  }
+  // A miss that continues a sequential stream is queued with its read-ahead (read-ahead is
+  // queued first, then this block, then the channels are told: one merged read), and so is
+  // any miss on a file without a descriptor (its reads have deadlines in the channels).
+  MaybePrefetch(block);
+  QueueFill(block, e.v, cache_block, write, tid);
+  WaitWhileFilling(block);
 }
 
 absl::Status Mapping::ReadBlock(uint64_t block, char* buf, size_t valid, uint32_t count) {

@@ -294,6 +294,13 @@ class Mapping final : public io::IoFileClient {
   // a cache block (no waiting): their entries into entries[1..], cache blocks into
   // cache_blocks[1..]. Returns how many blocks the run has, `block` included.
   uint32_t LockRunAfter(uint64_t block, uint32_t max, uint64_t* entries, uint32_t* cache_blocks);
+  // A miss that found no cache block: every one is dirty and cannot leave. SIGBUS, with why
+  // (the last write-back error) and what to do.
+  void RaiseNoCacheBlock(uint64_t block, const CacheEntryTable::Entry& e, pid_t tid);
+  // A miss on a block that is neither shadowed nor staged: read from the file, here (signal
+  // mode, a file with a descriptor) or through the I/O manager's queues.
+  void FillFromFile(uint64_t block, const CacheEntryTable::Entry& e, uint32_t cache_block,
+                    bool write, pid_t tid);
   // A miss on a block whose evicted version is in a shadow buffer or staged in the journal.
   void ServeEvicted(uint64_t block, CacheEntryTable::Entry e, uint32_t cache_block, bool write,
                     pid_t tid, char* staging);

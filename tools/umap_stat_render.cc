@@ -167,22 +167,7 @@ void JsonRequest(JsonWriter* w, const StatsSnapshot& s, const StatsRequest& r,
   w->EndObject();
 }
 
-void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
-  const StatsLayout& l = *s.layout;
-  w->BeginObject();
-  w->Field("runtime", uint64_t{l.runtime_index});
-  w->Field("segment", s.path);
-  w->Field("updated_ms_ago", SinceUs(s) / 1000);
-  w->Field("frozen", Frozen(s));
-  w->Field("closing", l.state == runtime::kStatsClosed);
-  w->Field("fault_mode", Field(l.fault_mode));
-  w->Field("userfaultfd_access", Field(l.uffd_access));
-  w->Field("io_engine", Field(l.io_engine));
-  w->Field("policy", Field(l.policy));
-  w->Field("journal_mode", Field(l.journal_mode));
-  w->Field("block_size", l.block_size);
-  w->Field("io_timeout_ms", l.io_timeout_ms);
-  w->Field("io_retries", l.io_retries);
+void JsonCache(JsonWriter* w, const StatsLayout& l) {
   w->Key("cache");
   w->BeginObject();
   w->Field("used_bytes", l.cache_bytes_used);
@@ -205,6 +190,9 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
   w->Field("source", Field(l.memory_source));
   w->Field("runtimes_sharing", uint64_t{l.board_runtimes});
   w->EndObject();
+}
+
+void JsonCounters(JsonWriter* w, const StatsLayout& l) {
   w->Key("counters");
   w->BeginObject();
   const std::pair<const char*, uint64_t> counters[] = {{"faults_missing", l.faults_missing},
@@ -230,6 +218,10 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
   w->BeginArray();
   for (uint64_t v : l.io_size_hist) w->Uint(v);
   w->EndArray();
+}
+
+void JsonInFlight(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
+  const StatsLayout& l = *s.layout;
   w->Key("in_flight");
   w->BeginObject();
   w->Field("reads", l.reads_in_flight);
@@ -246,6 +238,9 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
   else
     w->Null();
   w->EndObject();
+}
+
+void JsonJournal(JsonWriter* w, const StatsLayout& l) {
   w->Key("journal");
   if (l.journal_open && l.journal_known) {
     w->BeginObject();
@@ -261,6 +256,9 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
   } else {
     w->Null();
   }
+}
+
+void JsonMappings(JsonWriter* w, const StatsLayout& l) {
   w->Field("mappings_total", uint64_t{l.mappings_total});
   w->Key("mappings");
   w->BeginArray();
@@ -291,6 +289,29 @@ void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
     w->EndObject();
   }
   w->EndArray();
+}
+
+void JsonRuntime(JsonWriter* w, const StatsSnapshot& s, const StatOptions& o) {
+  const StatsLayout& l = *s.layout;
+  w->BeginObject();
+  w->Field("runtime", uint64_t{l.runtime_index});
+  w->Field("segment", s.path);
+  w->Field("updated_ms_ago", SinceUs(s) / 1000);
+  w->Field("frozen", Frozen(s));
+  w->Field("closing", l.state == runtime::kStatsClosed);
+  w->Field("fault_mode", Field(l.fault_mode));
+  w->Field("userfaultfd_access", Field(l.uffd_access));
+  w->Field("io_engine", Field(l.io_engine));
+  w->Field("policy", Field(l.policy));
+  w->Field("journal_mode", Field(l.journal_mode));
+  w->Field("block_size", l.block_size);
+  w->Field("io_timeout_ms", l.io_timeout_ms);
+  w->Field("io_retries", l.io_retries);
+  JsonCache(w, l);
+  JsonCounters(w, l);
+  JsonInFlight(w, s, o);
+  JsonJournal(w, l);
+  JsonMappings(w, l);
   std::string what;
   w->Field("stalled", Stalled(s, o, &what));
   w->EndObject();
@@ -369,42 +390,42 @@ std::string RenderJson(const ProcessStats& p, const StatOptions& o) {
   return w.str() + "\n";
 }
 
-std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOptions& o) {
-  struct Metric {
-    const char* name;
-    const char* type;
-    const char* help;
-    std::string samples;
-  };
-  // Indices into ms, in its order.
-  enum {
-    kCache,
-    kCacheCap,
-    kFaults,
-    kEvictions,
-    kReadBytes,
-    kReads,
-    kWriteBytes,
-    kTimeouts,
-    kInFlight,
-    kOldestAge,
-    kStalled,
-    kPending,
-    kStaged,
-    kSegmentAge,
-    kMapFaults,
-    kMapMisses,
-    kMapResident,
-    kMapDirty,
-    kCapacity,
-    kVirtual,
-    kCeiling,
-    kRemisses,
-    kPressure,
-    kMapVirtual,
-    kMapWorkingSet
-  };
-  std::vector<Metric> ms = {
+struct PromMetric {
+  const char* name;
+  const char* type;
+  const char* help;
+  std::string samples;
+};
+// Indices into PromMetrics(), in its order.
+enum PromIndex {
+  kCache,
+  kCacheCap,
+  kFaults,
+  kEvictions,
+  kReadBytes,
+  kReads,
+  kWriteBytes,
+  kTimeouts,
+  kInFlight,
+  kOldestAge,
+  kStalled,
+  kPending,
+  kStaged,
+  kSegmentAge,
+  kMapFaults,
+  kMapMisses,
+  kMapResident,
+  kMapDirty,
+  kCapacity,
+  kVirtual,
+  kCeiling,
+  kRemisses,
+  kPressure,
+  kMapVirtual,
+  kMapWorkingSet
+};
+std::vector<PromMetric> PromMetrics() {
+  return {
       {"umap_cache_bytes", "gauge", "Resident cached bytes (blocks plus shadow buffers).", ""},
       {"umap_cache_cap_bytes", "gauge", "Bound on cached bytes.", ""},
       {"umap_faults_total", "counter", "Page faults resolved, by kind (missing, wp).", ""},
@@ -437,55 +458,63 @@ std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOpti
       {"umap_mapping_virtual_bytes", "gauge", "Virtual capacity of one mapping.", ""},
       {"umap_mapping_working_set_bytes", "gauge", "Estimated working set of one mapping.", ""},
   };
+}
+
+// One runtime's samples, appended to each metric's.
+void AddPromSamples(std::vector<PromMetric>& ms, pid_t pid, const StatsSnapshot& s,
+                    const StatOptions& o) {
   auto add = [&](int i, const std::string& labels, double v) {
     absl::StrAppend(&ms[i].samples, ms[i].name, "{", labels, "} ", absl::StrFormat("%.15g", v),
                     "\n");
   };
+  const StatsLayout& l = *s.layout;
+  const std::string id = absl::StrCat("pid=\"", pid, "\",runtime=\"", l.runtime_index, "\"");
+  add(kCache, id, l.cache_bytes_used);
+  add(kCacheCap, id, l.cache_bytes_limit);
+  add(kFaults, id + ",kind=\"missing\"", l.faults_missing);
+  add(kFaults, id + ",kind=\"wp\"", l.faults_wp);
+  add(kEvictions, id, l.evictions);
+  add(kReadBytes, id, l.io_bytes);
+  add(kReads, id, l.io_reads);
+  add(kWriteBytes, id, l.io_write_bytes);
+  add(kTimeouts, id, l.io_timeouts + l.io_write_timeouts);
+  add(kInFlight, id + ",kind=\"read\"", l.reads_in_flight);
+  add(kInFlight, id + ",kind=\"write\"", l.writes_in_flight);
+  for (const StatsRequest* r : {&l.oldest_read, &l.oldest_write}) {
+    if (r->kind == runtime::kStatsIoNone) continue;
+    add(kOldestAge,
+        absl::StrCat(id, ",kind=\"", Kind(*r), "\",file=\"", Label(Field(r->path)), "\""),
+        RequestAgeUs(s, *r) / 1e6);
+  }
+  std::string what;
+  add(kStalled, id, Stalled(s, o, &what) ? 1 : 0);
+  add(kPending, id, l.journal_pending_txns);
+  add(kStaged, id, l.journal_staged_bytes);
+  add(kSegmentAge, id, SinceUs(s) / 1e6);
+  add(kCapacity, id, l.cache_bytes_capacity);
+  add(kVirtual, id, l.cache_bytes_virtual);
+  add(kCeiling, id, l.cache_bytes_ceiling);
+  add(kRemisses, id, l.cache_remisses);
+  add(kPressure, id, l.memory_pressure_events);
+  for (uint32_t i = 0; i < l.mappings_listed; ++i) {
+    const StatsMapping& m = l.mappings[i];
+    const std::string ml = absl::StrCat(id, ",file=\"", Label(Field(m.path)), "\"");
+    add(kMapFaults, ml, m.faults);
+    add(kMapMisses, ml, m.misses);
+    add(kMapResident, ml, m.resident_bytes);
+    add(kMapDirty, ml, m.dirty_blocks);
+    add(kMapVirtual, ml, m.virtual_bytes);
+    add(kMapWorkingSet, ml, m.working_set_bytes);
+  }
+}
+
+std::string RenderPrometheus(const std::vector<ProcessStats>& ps, const StatOptions& o) {
+  std::vector<PromMetric> ms = PromMetrics();
   for (const ProcessStats& p : ps) {
-    for (const StatsSnapshot& s : p.runtimes) {
-      const StatsLayout& l = *s.layout;
-      const std::string id = absl::StrCat("pid=\"", p.pid, "\",runtime=\"", l.runtime_index, "\"");
-      add(kCache, id, l.cache_bytes_used);
-      add(kCacheCap, id, l.cache_bytes_limit);
-      add(kFaults, id + ",kind=\"missing\"", l.faults_missing);
-      add(kFaults, id + ",kind=\"wp\"", l.faults_wp);
-      add(kEvictions, id, l.evictions);
-      add(kReadBytes, id, l.io_bytes);
-      add(kReads, id, l.io_reads);
-      add(kWriteBytes, id, l.io_write_bytes);
-      add(kTimeouts, id, l.io_timeouts + l.io_write_timeouts);
-      add(kInFlight, id + ",kind=\"read\"", l.reads_in_flight);
-      add(kInFlight, id + ",kind=\"write\"", l.writes_in_flight);
-      for (const StatsRequest* r : {&l.oldest_read, &l.oldest_write}) {
-        if (r->kind == runtime::kStatsIoNone) continue;
-        add(kOldestAge,
-            absl::StrCat(id, ",kind=\"", Kind(*r), "\",file=\"", Label(Field(r->path)), "\""),
-            RequestAgeUs(s, *r) / 1e6);
-      }
-      std::string what;
-      add(kStalled, id, Stalled(s, o, &what) ? 1 : 0);
-      add(kPending, id, l.journal_pending_txns);
-      add(kStaged, id, l.journal_staged_bytes);
-      add(kSegmentAge, id, SinceUs(s) / 1e6);
-      add(kCapacity, id, l.cache_bytes_capacity);
-      add(kVirtual, id, l.cache_bytes_virtual);
-      add(kCeiling, id, l.cache_bytes_ceiling);
-      add(kRemisses, id, l.cache_remisses);
-      add(kPressure, id, l.memory_pressure_events);
-      for (uint32_t i = 0; i < l.mappings_listed; ++i) {
-        const StatsMapping& m = l.mappings[i];
-        const std::string ml = absl::StrCat(id, ",file=\"", Label(Field(m.path)), "\"");
-        add(kMapFaults, ml, m.faults);
-        add(kMapMisses, ml, m.misses);
-        add(kMapResident, ml, m.resident_bytes);
-        add(kMapDirty, ml, m.dirty_blocks);
-        add(kMapVirtual, ml, m.virtual_bytes);
-        add(kMapWorkingSet, ml, m.working_set_bytes);
-      }
-    }
+    for (const StatsSnapshot& s : p.runtimes) AddPromSamples(ms, p.pid, s, o);
   }
   std::string out;
-  for (const Metric& m : ms) {
+  for (const PromMetric& m : ms) {
     absl::StrAppend(&out, "# HELP ", m.name, " ", m.help, "\n# TYPE ", m.name, " ", m.type, "\n",
                     m.samples);
   }
