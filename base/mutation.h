@@ -18,10 +18,10 @@
 //
 // The mutations (docs/chaos.md, "Mutation checks"):
 //   apply_before_commit  JournalWriteBack writes a transaction's blocks to the file before
-//                        the commit batch is written (runtime/journal_write_back.cc);
+//                        the commit batch is written (runtime/writeback/journal_write_back.cc);
 //   gc_before_sync       a committed transaction's journal records are deleted (marked
 //                        applied) right after the commit, before its blocks are written and
-//                        fdatasync'ed (runtime/journal_write_back.cc);
+//                        fdatasync'ed (runtime/writeback/journal_write_back.cc);
 //   skip_crc             journal record and block-image CRCs are not checked when reading
 //                        (journal/format.cc), nor the read-back CRC of --verify-after
 //                        (recovery/recovery.cc).

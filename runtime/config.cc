@@ -14,10 +14,10 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
-#include "runtime/memory_budget.h"
-#include "runtime/memory_probe.h"
+#include "runtime/sizing/memory_budget.h"
+#include "runtime/sizing/memory_probe.h"
 #include "runtime/options.h"
-#include "runtime/system_memory_probe.h"
+#include "runtime/sizing/system_memory_probe.h"
 
 namespace umap::runtime {
 namespace {

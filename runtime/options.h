@@ -59,11 +59,11 @@ struct RuntimeOptions {
   // Who resolves faults: auto (= signal), signal (the faulting thread, via SIGBUS), handler
   // (handler threads reading userfaultfd messages). See runtime.h.
   umap_fault_mode fault_mode = UMAP_FAULT_AUTO;
-  // Publication period of the stats segment umap-stat reads (runtime/stats_segment.h);
+  // Publication period of the stats segment umap-stat reads (runtime/stats/stats_segment.h);
   // 0: no segment.
   unsigned stats_period_ms = 250;
   // Coherence of mappings made without an explicit mode (umap(), umap_ex(), the preload
-  // library); AUTO: by the mapping's prot (runtime/coherence.h).
+  // library); AUTO: by the mapping's prot (runtime/writeback/coherence.h).
   umap_coherence coherence = UMAP_COHERENCE_AUTO;
   Env* env = nullptr;  // null: Env::Default()
   // Carries every byte of the journal (journal::JournalOptions::fs), including the reopens

@@ -21,11 +21,11 @@
 #include "base/private_dir.h"
 #include "base/status_macros.h"
 #include "recovery/recovery.h"
-#include "runtime/fault_signal.h"
-#include "runtime/guarded_write_back.h"
-#include "runtime/journal_write_back.h"
-#include "runtime/mapping.h"
-#include "runtime/system_memory_probe.h"
+#include "runtime/fault/fault_signal.h"
+#include "runtime/writeback/guarded_write_back.h"
+#include "runtime/writeback/journal_write_back.h"
+#include "runtime/fault/mapping.h"
+#include "runtime/sizing/system_memory_probe.h"
 #include "runtime/umap_c_internal.h"
 
 namespace umap::runtime {
@@ -124,7 +124,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
 
 Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd,
                  bool signal_mode)
-    : options_(options),
+    : MappingHost(pool_, shadows_, refs_, counters_, options.env ? options.env : Env::Default(),
+                  options_, static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
+      options_(options),
       geo_(geo),
       page_size_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
       signal_mode_(signal_mode),

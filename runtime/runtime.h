@@ -40,19 +40,20 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/block_pool.h"
-#include "runtime/cache_sizer.h"
-#include "runtime/coherence.h"
-#include "runtime/eviction_scratch.h"
+#include "runtime/cache/block_pool.h"
+#include "runtime/sizing/cache_sizer.h"
+#include "runtime/writeback/coherence.h"
+#include "runtime/cache/eviction_scratch.h"
 #include "runtime/io/io_manager.h"
-#include "runtime/journal_write_back.h"
+#include "runtime/writeback/journal_write_back.h"
 #include "runtime/options.h"
-#include "runtime/shadow_pool.h"
-#include "runtime/srcu.h"
-#include "runtime/stats_publisher.h"
-#include "runtime/thread_refs.h"
-#include "runtime/uffd.h"
-#include "runtime/zeroed_array.h"
+#include "runtime/cache/shadow_pool.h"
+#include "runtime/fault/mapping_host.h"
+#include "runtime/fault/srcu.h"
+#include "runtime/stats/stats_publisher.h"
+#include "runtime/fault/thread_refs.h"
+#include "runtime/fault/uffd.h"
+#include "runtime/cache/zeroed_array.h"
 #include "umap/umap_types.h"
 
 namespace umap::runtime {
@@ -74,21 +75,15 @@ const char* RuntimeStateName(RuntimeState s);
 // some stay: another part of the program holds an io_uring, and CRIU cannot dump them.
 absl::Status WaitForIoUringThreadsToExit();
 
-// Counters (relaxed atomics; a snapshot is approximate while faults run).
-struct Counters {
-  std::atomic<uint64_t> faults_missing{0}, faults_wp{0}, blocks_read{0}, blocks_written{0},
-      evictions{0}, dirty_evictions{0}, io_errors{0}, sigbus{0}, stale_faults{0}, pool_waits{0},
-      shared_syncs{0};
-};
-
-class Runtime {
+// The owner: the one implementation of MappingHost, the narrow view its mappings get.
+class Runtime final : public MappingHost {
  public:
   static constexpr uint32_t kMaxMappings = 4096;
 
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeOptions& options);
   ~Runtime();  // unmaps what is left (errors logged), stops threads
 
-  // mmap()-like; see include/umap/umap.h for the rules, and runtime/coherence.h for
+  // mmap()-like; see include/umap/umap.h for the rules, and runtime/writeback/coherence.h for
   // `coherence` (umap_ex2's options). Errors carry the errno (PosixError).
   absl::StatusOr<void*> Map(void* addr, size_t length, int prot, int flags, int fd, off_t offset,
                             const CoherenceRequest& coherence = {});
@@ -173,14 +168,14 @@ class Runtime {
   bool signal_mode() const { return signal_mode_; }
   // Block-sized, page-aligned buffers for faults resolved outside the handler threads
   // (signal mode): lock-free; waits (sleeping) only when every buffer is in use.
-  char* AcquireStaging();
-  void ReleaseStaging(char* buf);
+  char* AcquireStaging() override;
+  void ReleaseStaging(char* buf) override;
   // Run buffers (signal mode): room for run_blocks() consecutive blocks, for a faulting
   // thread that reads its block together with the blocks after it. Lock-free; null when
   // every one is in use or there are none (blocks too large for a run).
-  char* TryAcquireRunBuffer();
-  void ReleaseRunBuffer(char* buf);
-  uint32_t run_blocks() const { return run_blocks_; }
+  char* TryAcquireRunBuffer() override;
+  void ReleaseRunBuffer(char* buf) override;
+  uint32_t run_blocks() const override { return run_blocks_; }
 
   // --- observers (the stats publisher) ---
   // Runs fn inside a read section of the mappings' SRCU, so no mapping can be freed until
@@ -193,21 +188,15 @@ class Runtime {
   // The journal's figures and directory if they can be had without waiting; *open = a
   // journal is open (else *out and *dir are left alone).
   bool TryJournalStats(journal::Journal::Stats* out, bool* open, std::string* dir);
-  const RuntimeOptions& options() const { return options_; }
   // The stats segment's publisher; null when stats are off or the segment could not be made.
   StatsPublisher* stats_publisher() { return stats_.get(); }
   // Figures of the mapping containing addr; false when there is none.
   bool MappingStats(const void* addr, umap_mapping_stats* out);
 
-  // --- internal, used by Mapping and tests ---
+  // --- internal, used by the rooms and tests (a Mapping uses MappingHost) ---
   const Geometry& geometry() const { return geo_; }
-  Uffd& uffd() { return *uffd_; }
-  BlockPool& pool() { return pool_; }
-  ThreadRefs& refs() { return refs_; }
-  ShadowPool& shadows() { return shadows_; }
-  Counters& counters() { return counters_; }
-  // Lazy sizing's controller; null when lazy sizing is off.
-  CacheSizer* sizer() { return sizer_.get(); }
+  Uffd& uffd() override { return *uffd_; }
+  CacheSizer* sizer() override { return sizer_.get(); }
   // The mapping in runtime slot `slot`, or null. REQUIRES: inside WhileMappingsPinned.
   Mapping* MappingAt(uint32_t slot) const {
     return slot < kMaxMappings ? slots_[slot].load(std::memory_order_acquire) : nullptr;
@@ -220,40 +209,37 @@ class Runtime {
   // it (CacheSizer::Reserve: the sizer shrinks the cache); a fixed cache's limit is lowered
   // by as much meanwhile (never below SizingPolicy::kMinBlocks), and MakeRoom evicts down
   // to it: the umsync takes its memory from the cache instead of from beyond the budget.
-  void ReserveOutsideCache(uint64_t bytes);
-  void ReleaseOutsideCache(uint64_t bytes);
-  // A fixed cache above its (lowered) limit: evicts at most `max_blocks` towards it.
-  void MakeRoom(uint32_t max_blocks);
+  void ReserveOutsideCache(uint64_t bytes) override;
+  void ReleaseOutsideCache(uint64_t bytes) override;
+  void MakeRoom(uint32_t max_blocks) override;
   // This process's pidfd (batched discards), or -1.
   int pidfd() const { return pidfd_; }
-  Env* env() const { return env_; }
   // The journal directory in use ("" until the first writable mapping, or journal off).
   std::string journal_dir();
   // A program's clean exit (an atexit handler of the C API): closes the journal if no
   // mapping is registered in it and nothing is pending, and removes it when this runtime
   // chose the directory (the automatic one). A runtime still in use keeps its journal.
   void CloseIdleJournal();
-  size_t page_size() const { return page_size_; }
 
   // Acquires a cache block for a fill, evicting another block if needed. kNone only when
   // none could be freed (all busy, or every candidate dirty with no shadow free).
-  uint32_t AcquireBlock();
+  uint32_t AcquireBlock() override;
   // Victims per eviction batch: up to EvictionScratch::kLargeBatch, fewer in a small cache
   // (1/64 of it, 1/8 for read-ahead) so that a batch never empties a large part of it.
   int EvictBatchSize(bool bulk) const;
   // One attempt, no waiting (read-ahead): kNone when no block is free or clean right now.
   // `bulk`: for read-ahead, which may evict in larger batches (EvictBatchSize).
-  uint32_t TryAcquireBlock(bool bulk = false);
+  uint32_t TryAcquireBlock(bool bulk = false) override;
   io::IoManager& io() { return *io_; }
   // The thread whose fault queued the fill into `cache_block` (0: read-ahead). Written before the
   // fill is queued, read when it completes (the scheduler's lock orders the two).
-  void set_fill_tid(uint32_t cache_block, pid_t tid) {
-    fill_tids_[cache_block] = tid;
-  }  // (ZeroedArray)
-  pid_t fill_tid(uint32_t cache_block) const { return fill_tids_[cache_block]; }
+  void set_fill_tid(uint32_t cache_block, pid_t tid) override {
+    fill_tids_[cache_block] = tid;  // (ZeroedArray)
+  }
+  pid_t fill_tid(uint32_t cache_block) const override { return fill_tids_[cache_block]; }
   // Largest read-ahead window in blocks (0: off): prefetch_bytes, at most a quarter of the
   // cache's capacity now.
-  uint32_t prefetch_blocks() const {
+  uint32_t prefetch_blocks() const override {
     return std::min<uint32_t>(prefetch_blocks_, pool_.limit() / 4);
   }
   // Bounds the reads in flight to half the cache's limit (at least one largest read), so a
@@ -261,8 +247,12 @@ class Runtime {
   // the machinery (a resume makes a new I/O manager), and from the sizer as the limit moves.
   void UpdateReadCap();
   // The errno of the most recent failed write-back of evicted blocks (0: none yet).
-  void NoteWriteBackError(int err) { last_writeback_errno_.store(err, std::memory_order_relaxed); }
-  int last_writeback_errno() const { return last_writeback_errno_.load(std::memory_order_relaxed); }
+  void NoteWriteBackError(int err) override {
+    last_writeback_errno_.store(err, std::memory_order_relaxed);
+  }
+  int last_writeback_errno() const override {
+    return last_writeback_errno_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct HandlerCtx;

@@ -8,8 +8,8 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
-#include "runtime/fault_signal.h"
-#include "runtime/mapping.h"
+#include "runtime/fault/fault_signal.h"
+#include "runtime/fault/mapping.h"
 #include "runtime/runtime.h"
 
 namespace umap::runtime {

@@ -19,8 +19,8 @@
 #include "base/posix_error.h"
 #include "base/status_macros.h"
 #include "recovery/recovery.h"
-#include "runtime/fault_signal.h"
-#include "runtime/mapping.h"
+#include "runtime/fault/fault_signal.h"
+#include "runtime/fault/mapping.h"
 #include "runtime/runtime.h"
 
 namespace umap::runtime {

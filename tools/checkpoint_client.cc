@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/posix_error.h"
-#include "runtime/checkpoint_control.h"
+#include "runtime/control/checkpoint_control.h"
 
 namespace umap::tools {
 namespace {

@@ -1,4 +1,4 @@
-// The client side of the checkpoint control socket (runtime/checkpoint_control.h), for
+// The client side of the checkpoint control socket (runtime/control/checkpoint_control.h), for
 // umap-ctl: ask a Umap process to quiesce, resume or say its state; find the processes of
 // a tree; and the criu --action-script that drives them around a dump and a restore
 // (docs/operations.md "Checkpoint a job with CRIU").

@@ -1,5 +1,5 @@
 // umap-ctl: quiesces and resumes running Umap programs through their checkpoint control
-// socket (runtime/checkpoint_control.h), by hand or as criu's --action-script. A thin main()
+// socket (runtime/control/checkpoint_control.h), by hand or as criu's --action-script. A thin main()
 // over checkpoint_client; docs/operations.md "Checkpoint a job with CRIU".
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // umap-stat: what a running Umap process is doing, from the stats segment each of its
-// runtimes publishes (runtime/stats_segment.h). A thin main() over umap_stat_reader and
+// runtimes publishes (runtime/stats/stats_segment.h). A thin main() over umap_stat_reader and
 // umap_stat_render; docs/operations.md ("Watching a running job") describes every field.
 #include <fcntl.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "runtime/stats_segment.h"
+#include "runtime/stats/stats_segment.h"
 #include "tools/umap_stat_reader.h"
 #include "tools/umap_stat_render.h"
 

@@ -1,4 +1,4 @@
-// Reading the stats segments of running Umap processes (runtime/stats_segment.h) for
+// Reading the stats segments of running Umap processes (runtime/stats/stats_segment.h) for
 // umap-stat: find them, check that they can be trusted, and copy them consistently.
 #ifndef UMAP_TOOLS_UMAP_STAT_READER_H_
 #define UMAP_TOOLS_UMAP_STAT_READER_H_
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/stats_segment.h"
+#include "runtime/stats/stats_segment.h"
 
 namespace umap::tools {
 

@@ -32,7 +32,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "runtime/zeroed_array.h"
+#include "runtime/cache/zeroed_array.h"
 
 namespace umap::runtime::io {
 

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/keep_locks.h"
 #include "base/log.h"
-#include "runtime/fault_signal.h"
+#include "runtime/fault/fault_signal.h"
 #include "runtime/preload/real_calls.h"
 #include "runtime/preload/shim.h"
 #include "runtime/preload/umap_c_api.h"

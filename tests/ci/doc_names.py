@@ -5,7 +5,7 @@ Usage: tests/ci/doc_names.py [REPO_ROOT]   (default: the repository this script 
 
 Scans README.md and docs/*.md (not docs/results/, which is history: it names what existed
 when it was measured) outside fenced code blocks, and checks
-  (a) repository paths in backticks (`runtime/mapping.cc`, `bench/run-standard.sh build`,
+  (a) repository paths in backticks (`runtime/fault/mapping.cc`, `bench/run-standard.sh build`,
       `docs/io.md`) and relative markdown links ([x](design.md), [y](results/z.md)):
       the file or directory exists;
   (b) C++ qualified names in backticks (`Journal::Commit`, `Runtime::EvictBatchSize`): the

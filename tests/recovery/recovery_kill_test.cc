@@ -67,7 +67,7 @@ struct Stage {
 };
 
 // Round 3 of 5. Rounds 1 and 2 made 3 writes each (apply.mid_write hits 1..6). The runtime
-// marks applied transactions in batches (runtime/journal_write_back.h), so the rounds applied
+// marks applied transactions in batches (runtime/writeback/journal_write_back.h), so the rounds applied
 // before the kill are still pending and replayed again (idempotent); a runtime that ends
 // cleanly marks everything.
 const Stage kStages[] = {

@@ -1,4 +1,4 @@
-#include "runtime/block_pool.h"
+#include "runtime/cache/block_pool.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

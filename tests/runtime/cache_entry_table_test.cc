@@ -1,4 +1,4 @@
-#include "runtime/cache_entry_table.h"
+#include "runtime/fault/cache_entry_table.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // A partitioned-write mapping whose locks the file system dropped (a node cut off from a
 // GlusterFS volume, an NFSv4 lease that expired) writes nothing more: its umsync fails with
 // ENOLCK saying which range it lost and who holds it now, and the file keeps what was there
-// (runtime/coherence.h, docs/consistency.md).
+// (runtime/writeback/coherence.h, docs/consistency.md).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 
 #include "base/ofd_lock.h"
 #include "base/posix_error.h"
-#include "runtime/mapping.h"
+#include "runtime/fault/mapping.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_file.h"
 #include "tests/testing/status_matchers.h"

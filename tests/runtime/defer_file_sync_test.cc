@@ -31,7 +31,7 @@
 #include "faultinject/fault_env.h"
 #include "faultinject/fault_fs.h"
 #include "base/posix_error.h"
-#include "runtime/journal_write_back.h"
+#include "runtime/writeback/journal_write_back.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_file.h"
 

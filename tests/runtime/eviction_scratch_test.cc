@@ -1,11 +1,11 @@
-#include "runtime/eviction_scratch.h"
+#include "runtime/cache/eviction_scratch.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <vector>
 
-#include "runtime/block_pool.h"
+#include "runtime/cache/block_pool.h"
 
 namespace umap::runtime {
 namespace {

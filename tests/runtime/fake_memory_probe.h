@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "runtime/memory_probe.h"
+#include "runtime/sizing/memory_probe.h"
 
 namespace umap::testing {
 

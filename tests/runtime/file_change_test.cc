@@ -1,4 +1,4 @@
-// The file of a mapping changes outside its cache (runtime/mapping_file_change.cc,
+// The file of a mapping changes outside its cache (runtime/fault/mapping_file_change.cc,
 // runtime/runtime_file_change.cc): the program's own write(2) and ftruncate (the
 // LD_PRELOAD shim reports them), another process's change, and a hand-off to the kernel.
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "base/posix_error.h"
-#include "runtime/mapping.h"
+#include "runtime/fault/mapping.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/test_file.h"
 #include "tests/testing/status_matchers.h"

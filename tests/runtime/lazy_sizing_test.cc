@@ -21,11 +21,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "faultinject/fault_env.h"
-#include "runtime/cache_sizer.h"
-#include "runtime/cgroup_board.h"
-#include "runtime/mapping.h"
+#include "runtime/sizing/cache_sizer.h"
+#include "runtime/sizing/cgroup_board.h"
+#include "runtime/fault/mapping.h"
 #include "runtime/runtime.h"
-#include "runtime/stats_segment.h"
+#include "runtime/stats/stats_segment.h"
 #include "tests/runtime/fake_memory_probe.h"
 #include "tests/runtime/test_file.h"
 
@@ -199,7 +199,7 @@ TEST_F(LazySizing, GrowthKeepsUpWithAReusedSet) { ExpectGrowthKeepsUpWithAReused
 
 TEST_F(LazySizing, GrowthKeepsUpWithAReusedSetAloneInAMemoryCgroup) {
   // In a memory cgroup the runtime takes its share of the room through the cgroup's board
-  // (runtime/cgroup_board.h). Alone there, its ceiling is all of the room: when shares were
+  // (runtime/sizing/cgroup_board.h). Alone there, its ceiling is all of the room: when shares were
   // capped at what each runtime asked (its limit plus a step, published every 100 ms), the
   // cache climbed a step per period and missed most of the set again on the way.
   probe_->InCgroup(absl::StrCat("/umap-test", dir_.path()));

@@ -1,6 +1,6 @@
 // The reuse tracker and its miss curve: miss-ratio curves against an exact LRU simulation,
 // the fixed-size sample, aging, and that the tracker allocates nothing per access.
-#include "runtime/reuse_tracker.h"
+#include "runtime/sizing/reuse_tracker.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/miss_curve.h"
+#include "runtime/sizing/miss_curve.h"
 
 // The tracker runs on this test's thread: its allocation count is the tracker's.
 #include "tests/testing/counting_new.h"

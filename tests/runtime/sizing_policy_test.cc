@@ -1,6 +1,6 @@
 // The capacity controller, the split among mappings and among processes: pure logic,
 // simulated time.
-#include "runtime/sizing_policy.h"
+#include "runtime/sizing/sizing_policy.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/capacity_split.h"
-#include "runtime/cgroup_board.h"
-#include "runtime/stats_segment.h"
+#include "runtime/sizing/capacity_split.h"
+#include "runtime/sizing/cgroup_board.h"
+#include "runtime/stats/stats_segment.h"
 #include "tests/testing/temp_dir.h"
 
 namespace umap::runtime {

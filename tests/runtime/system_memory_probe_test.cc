@@ -1,5 +1,5 @@
 // SystemMemoryProbe on fake /proc and /sys trees (cgroup v1, v2, none), and on this machine.
-#include "runtime/system_memory_probe.h"
+#include "runtime/sizing/system_memory_probe.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

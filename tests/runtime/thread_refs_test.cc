@@ -1,4 +1,4 @@
-#include "runtime/thread_refs.h"
+#include "runtime/fault/thread_refs.h"
 
 #include <gtest/gtest.h>
 #include <sys/syscall.h>

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/posix_error.h"
-#include "runtime/write_back.h"
+#include "runtime/writeback/write_back.h"
 #include "umap/env.h"
 
 namespace umap::runtime {

@@ -1,7 +1,7 @@
 // The stats segment of a real runtime over a fault-injecting Env: the figures umap-stat
 // shows follow what the runtime does, and a read, write or fdatasync stalled in the
 // backend is visible while it lasts (the publisher never waits for the runtime).
-#include "runtime/stats_publisher.h"
+#include "runtime/stats/stats_publisher.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

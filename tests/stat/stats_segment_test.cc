@@ -1,4 +1,4 @@
-#include "runtime/stats_segment.h"
+#include "runtime/stats/stats_segment.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "runtime/stats_segment.h"
+#include "runtime/stats/stats_segment.h"
 #include "tests/tools/json_check.h"
 
 namespace umap::tools {
