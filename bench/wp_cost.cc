@@ -37,8 +37,8 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/kernel_probe.h"
-#include "runtime/writeback/capture_spans.h"
 #include "runtime/fault/uffd_compat.h"
+#include "runtime/writeback/capture_spans.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "base/coding.h"
 #include "chaos/workload.h"
 #include "journal/format.h"

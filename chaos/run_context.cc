@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "chaos/capability.h"
 #include "base/status_macros.h"
+#include "chaos/capability.h"
 #include "chaos/system.h"
 
 namespace chaos {

@@ -9,8 +9,8 @@
 #include "base/crash_point.h"
 #include "base/crc32c.h"
 #include "base/log.h"
-#include "base/posix_error.h"
 #include "base/mutation.h"
+#include "base/posix_error.h"
 #include "base/status_macros.h"
 #include "recovery/block_reader.h"
 

@@ -14,9 +14,9 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
+#include "runtime/options.h"
 #include "runtime/sizing/memory_budget.h"
 #include "runtime/sizing/memory_probe.h"
-#include "runtime/options.h"
 #include "runtime/sizing/system_memory_probe.h"
 
 namespace umap::runtime {

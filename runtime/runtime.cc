@@ -22,11 +22,11 @@
 #include "base/status_macros.h"
 #include "recovery/recovery.h"
 #include "runtime/fault/fault_signal.h"
-#include "runtime/writeback/guarded_write_back.h"
-#include "runtime/writeback/journal_write_back.h"
 #include "runtime/fault/mapping.h"
 #include "runtime/sizing/system_memory_probe.h"
 #include "runtime/umap_c_internal.h"
+#include "runtime/writeback/guarded_write_back.h"
+#include "runtime/writeback/journal_write_back.h"
 
 namespace umap::runtime {
 namespace {
@@ -125,7 +125,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeOptions& o
 Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique_ptr<Uffd> uffd,
                  bool signal_mode)
     : MappingHost(pool_, shadows_, refs_, counters_, options.env ? options.env : Env::Default(),
-                  options_, static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
+                  options_, geo_, static_cast<size_t>(::sysconf(_SC_PAGESIZE)), signal_mode),
       options_(options),
       geo_(geo),
       page_size_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
@@ -240,7 +240,7 @@ absl::Status Runtime::StartMachinery() {
   }
   if (sizer_ != nullptr) sizer_->Start();
   if (options_.stats_period_ms > 0) {
-    auto p = StatsPublisher::Start(this, options_.stats_period_ms);
+    auto p = StatsPublisher::Start(&stats_view_, options_.stats_period_ms);
     if (p.ok()) {
       stats_ = *std::move(p);
     } else {

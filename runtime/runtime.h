@@ -41,19 +41,22 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/cache/block_pool.h"
-#include "runtime/sizing/cache_sizer.h"
-#include "runtime/writeback/coherence.h"
 #include "runtime/cache/eviction_scratch.h"
-#include "runtime/io/io_manager.h"
-#include "runtime/writeback/journal_write_back.h"
-#include "runtime/options.h"
 #include "runtime/cache/shadow_pool.h"
+#include "runtime/cache/zeroed_array.h"
+#include "runtime/fault/fault_signal.h"
 #include "runtime/fault/mapping_host.h"
 #include "runtime/fault/srcu.h"
-#include "runtime/stats/stats_publisher.h"
 #include "runtime/fault/thread_refs.h"
 #include "runtime/fault/uffd.h"
-#include "runtime/cache/zeroed_array.h"
+#include "runtime/io/io_manager.h"
+#include "runtime/options.h"
+#include "runtime/sizing/cache_sizer.h"
+#include "runtime/sizing/sizer_host.h"
+#include "runtime/stats/stats_publisher.h"
+#include "runtime/stats/stats_source.h"
+#include "runtime/writeback/coherence.h"
+#include "runtime/writeback/journal_write_back.h"
 #include "umap/umap_types.h"
 
 namespace umap::runtime {
@@ -76,7 +79,7 @@ const char* RuntimeStateName(RuntimeState s);
 absl::Status WaitForIoUringThreadsToExit();
 
 // The owner: the one implementation of MappingHost, the narrow view its mappings get.
-class Runtime final : public MappingHost {
+class Runtime final : public MappingHost, public FaultSignalTarget {
  public:
   static constexpr uint32_t kMaxMappings = 4096;
 
@@ -159,13 +162,13 @@ class Runtime final : public MappingHost {
   // forbids it: the application's own error), kRetry (running again since a quiesce made
   // the page inaccessible: retry), kPark (quiescing or quiesced: wait, then retry), kFenced
   // (the application gets the SIGSEGV). Async-signal-safe.
-  enum class QuiescedAccess { kNotOurs, kRetry, kPark, kFenced };
-  QuiescedAccess ClassifyQuiescedAccess(uint64_t addr, bool write);
+  using QuiescedAccess = FaultSignalTarget::QuiescedAccess;
+  QuiescedAccess ClassifyQuiescedAccess(uint64_t addr, bool write) override;
 
   // Signal fault mode (fault_signal.h): resolves a fault at `addr` in the calling thread if
   // it lies in one of this runtime's mappings. False when it does not.
-  bool HandleFaultSignal(uint64_t addr, bool write);
-  bool signal_mode() const { return signal_mode_; }
+  bool HandleFaultSignal(uint64_t addr, bool write) override;
+  bool signal_mode() const override { return MappingHost::signal_mode(); }
   // Block-sized, page-aligned buffers for faults resolved outside the handler threads
   // (signal mode): lock-free; waits (sleeping) only when every buffer is in use.
   char* AcquireStaging() override;
@@ -194,7 +197,6 @@ class Runtime final : public MappingHost {
   bool MappingStats(const void* addr, umap_mapping_stats* out);
 
   // --- internal, used by the rooms and tests (a Mapping uses MappingHost) ---
-  const Geometry& geometry() const { return geo_; }
   Uffd& uffd() override { return *uffd_; }
   CacheSizer* sizer() override { return sizer_.get(); }
   // The mapping in runtime slot `slot`, or null. REQUIRES: inside WhileMappingsPinned.
@@ -255,6 +257,47 @@ class Runtime final : public MappingHost {
   }
 
  private:
+  // The narrow views of this runtime that the rooms get (runtime_views.cc): the cache sizer
+  // (SizerHost) and the stats publisher (StatsSource). A Mapping gets MappingHost, which
+  // Runtime implements itself.
+  class SizerView final : public SizerHost {
+   public:
+    explicit SizerView(Runtime* rt) : rt_(rt) {}
+    BlockPool& pool() override;
+    uint32_t block_size() const override;
+    void WhileMappingsPinned(absl::FunctionRef<void()> fn) override;
+    void ForEachMapping(absl::FunctionRef<void(Mapping&)> fn) override;
+    Mapping* MappingAt(uint32_t slot) const override;
+    uint32_t ShrinkPool(uint32_t max_blocks) override;
+    int EvictBatchSize(bool bulk) const override;
+    void UpdateReadCap() override;
+    int pidfd() const override;
+    uint64_t UnrealizedBufferBytes() override;
+
+   private:
+    Runtime* const rt_;
+  };
+  class StatsView final : public StatsSource {
+   public:
+    explicit StatsView(Runtime* rt) : rt_(rt) {}
+    const RuntimeOptions& options() const override;
+    uint32_t block_size() const override;
+    UffdAccess uffd_access() override;
+    uint64_t NowMicros() override;
+    void WhileMappingsPinned(absl::FunctionRef<void()> fn) override;
+    void ForEachMapping(absl::FunctionRef<void(Mapping&)> fn) override;
+    umap_stats Stats() override;
+    uint32_t pool_limit() override;
+    CacheSizer* sizer() override;
+    io::InFlight InFlightNow() override;
+    bool TryJournalStats(journal::Journal::Stats* out, bool* open, std::string* dir) override;
+
+   private:
+    Runtime* const rt_;
+  };
+  SizerView sizer_view_{this};
+  StatsView stats_view_{this};
+
   struct HandlerCtx;
   // What Resume must find again: the journal exactly as the quiesce left it, and the files.
   struct QuiesceSnapshot {

@@ -25,11 +25,11 @@
 #include "base/status_macros.h"
 #include "recovery/recovery.h"
 #include "runtime/fault/fault_signal.h"
-#include "runtime/writeback/guarded_write_back.h"
-#include "runtime/writeback/journal_write_back.h"
 #include "runtime/fault/mapping.h"
 #include "runtime/sizing/system_memory_probe.h"
 #include "runtime/umap_c_internal.h"
+#include "runtime/writeback/guarded_write_back.h"
+#include "runtime/writeback/journal_write_back.h"
 
 namespace umap::runtime {
 

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "journal/format.h"
 #include "recovery/recovery.h"
-#include "umap/env.h"
 #include "tools/progress.h"
 #include "tools/render.h"
+#include "umap/env.h"
 
 namespace umap::tools {
 namespace {

@@ -13,7 +13,6 @@
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
-#include "runtime/runtime.h"
 #include "runtime/fault/srcu.h"
 
 namespace umap::runtime {
@@ -21,7 +20,7 @@ namespace {
 
 constexpr int kMaxRuntimes = 256;
 
-std::atomic<Runtime*> g_runtimes[kMaxRuntimes];
+std::atomic<FaultSignalTarget*> g_runtimes[kMaxRuntimes];
 Srcu g_srcu;
 absl::Mutex g_mu;
 bool g_installed ABSL_GUARDED_BY(g_mu) = false;
@@ -91,23 +90,24 @@ bool DispatchQuiesced(siginfo_t* info, void* ucontext) {
   // The generation is read before the state: a resume in between changes it, so the
   // futex wait below returns at once.
   const uint32_t generation = ParkGeneration();
-  Runtime::QuiescedAccess what = Runtime::QuiescedAccess::kNotOurs;
+  FaultSignalTarget::QuiescedAccess what = FaultSignalTarget::QuiescedAccess::kNotOurs;
   {
     SrcuReadLock section(g_srcu);
-    for (int i = 0; i < kMaxRuntimes && what == Runtime::QuiescedAccess::kNotOurs; ++i) {
-      Runtime* rt = g_runtimes[i].load(std::memory_order_acquire);
+    for (int i = 0; i < kMaxRuntimes && what == FaultSignalTarget::QuiescedAccess::kNotOurs;
+         ++i) {
+      FaultSignalTarget* rt = g_runtimes[i].load(std::memory_order_acquire);
       if (rt != nullptr) what = rt->ClassifyQuiescedAccess(addr, FaultWasWrite(ucontext));
     }
   }
   switch (what) {
-    case Runtime::QuiescedAccess::kNotOurs:
+    case FaultSignalTarget::QuiescedAccess::kNotOurs:
       return false;
-    case Runtime::QuiescedAccess::kRetry:
+    case FaultSignalTarget::QuiescedAccess::kRetry:
       return true;
-    case Runtime::QuiescedAccess::kPark:
+    case FaultSignalTarget::QuiescedAccess::kPark:
       ParkFaultingThread(generation);
       return true;
-    case Runtime::QuiescedAccess::kFenced: {
+    case FaultSignalTarget::QuiescedAccess::kFenced: {
       static const char kMsg[] =
           "umap: access to a mapping of a fenced runtime (its resume after a checkpoint was "
           "refused: see the log); SIGSEGV\n";
@@ -141,7 +141,7 @@ void LockFaultSignalForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
 
 void UnlockFaultSignalAfterFork(bool child) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (child) {
-    for (std::atomic<Runtime*>& r : g_runtimes) r.store(nullptr, std::memory_order_relaxed);
+    for (std::atomic<FaultSignalTarget*>& r : g_runtimes) r.store(nullptr, std::memory_order_relaxed);
   }
   g_mu.Unlock();
 }
@@ -160,7 +160,7 @@ bool DispatchFaultSignal(int sig, siginfo_t* info, void* ucontext) {
   const bool write = FaultWasWrite(ucontext);
   SrcuReadLock section(g_srcu);
   for (int i = 0; i < kMaxRuntimes; ++i) {
-    Runtime* rt = g_runtimes[i].load(std::memory_order_acquire);
+    FaultSignalTarget* rt = g_runtimes[i].load(std::memory_order_acquire);
     if (rt != nullptr && rt->HandleFaultSignal(addr, write)) return true;
   }
   return false;
@@ -185,7 +185,7 @@ absl::Status Install(int sig, void (*handler)(int, siginfo_t*, void*), struct si
 
 }  // namespace
 
-absl::Status AttachFaultSignal(Runtime* rt) {
+absl::Status AttachFaultSignal(FaultSignalTarget* rt) {
   absl::MutexLock l(&g_mu);
   if (!g_installed && rt->signal_mode()) {
     RETURN_IF_ERROR(
@@ -193,7 +193,7 @@ absl::Status AttachFaultSignal(Runtime* rt) {
     g_installed = true;
   }
   for (int i = 0; i < kMaxRuntimes; ++i) {
-    Runtime* expected = nullptr;
+    FaultSignalTarget* expected = nullptr;
     if (g_runtimes[i].compare_exchange_strong(expected, rt, std::memory_order_acq_rel)) {
       return absl::OkStatus();
     }
@@ -210,10 +210,10 @@ absl::Status InstallQuiesceSignal() {
   return absl::OkStatus();
 }
 
-void DetachFaultSignal(Runtime* rt) {
+void DetachFaultSignal(FaultSignalTarget* rt) {
   absl::MutexLock l(&g_mu);
   for (int i = 0; i < kMaxRuntimes; ++i) {
-    Runtime* expected = rt;
+    FaultSignalTarget* expected = rt;
     g_runtimes[i].compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
   }
   // The handler stays installed: a fault racing with the last runtime's removal still finds

@@ -32,17 +32,34 @@
 
 namespace umap::runtime {
 
-class Runtime;
+// What the signal handlers need of a runtime. Runtime implements it; every call is made
+// from a signal handler and must be async-signal-safe.
+class FaultSignalTarget {
+ public:
+  // Signal dispatch of a SIGSEGV (SEGV_ACCERR) at addr: kNotOurs (not in one of its
+  // mappings, or the mapping's protection forbids it: the application's own error),
+  // kRetry (running again since a quiesce made the page inaccessible), kPark (quiescing or
+  // quiesced: wait, then retry), kFenced (the application gets the SIGSEGV).
+  enum class QuiescedAccess { kNotOurs, kRetry, kPark, kFenced };
+  virtual QuiescedAccess ClassifyQuiescedAccess(uint64_t addr, bool write) = 0;
+  // Signal fault mode: resolves a fault at `addr` in the calling thread if it lies in one
+  // of its mappings; false when it does not.
+  virtual bool HandleFaultSignal(uint64_t addr, bool write) = 0;
+  virtual bool signal_mode() const = 0;
+
+ protected:
+  ~FaultSignalTarget() = default;
+};
 
 // Registers `rt` with the dispatcher (every runtime, whatever its fault mode), installing
 // the SIGBUS handler on first use by a signal-mode runtime.
 // Errors: ENOMEM when too many runtimes are registered; sigaction's errno.
-absl::Status AttachFaultSignal(Runtime* rt);
+absl::Status AttachFaultSignal(FaultSignalTarget* rt);
 // Installs the SIGSEGV handler for quiesced ranges (once per process; later calls do
 // nothing). Errors: sigaction's errno.
 absl::Status InstallQuiesceSignal();
 // Removes `rt`; when this returns no signal handler is using it any more.
-void DetachFaultSignal(Runtime* rt);
+void DetachFaultSignal(FaultSignalTarget* rt);
 
 // Resolves the fault described by (sig, info, ucontext) if it belongs to a registered
 // runtime; true when it did (the faulting access is retried when the handler returns).

@@ -19,9 +19,9 @@
 #include "base/posix_error.h"
 #include "base/round.h"
 #include "base/status_macros.h"
-#include "runtime/writeback/capture_spans.h"
-#include "runtime/fault/mapping_internal.h"
 #include "runtime/fault/mapping_host.h"
+#include "runtime/fault/mapping_internal.h"
+#include "runtime/writeback/capture_spans.h"
 
 namespace umap::runtime {
 

@@ -45,6 +45,9 @@ class MappingHost {
   Env* env() const { return env_; }
   const RuntimeOptions& options() const { return options_; }
   size_t page_size() const { return page_size_; }
+  const Geometry& geometry() const { return geo_; }
+  // Faults resolved in the faulting thread (fault_signal.h), not by handler threads.
+  bool signal_mode() const { return signal_mode_; }
 
   // --- parts that come and go ---
   // The userfaultfd (a checkpoint closes it and Resume opens a new one).
@@ -85,14 +88,17 @@ class MappingHost {
   // The references must outlive every Mapping (the owner's members: their addresses may be
   // taken before they are constructed, never used before).
   MappingHost(BlockPool& pool, ShadowPool& shadows, ThreadRefs& refs, Counters& counters,
-              Env* env, const RuntimeOptions& options, size_t page_size)
+              Env* env, const RuntimeOptions& options, const Geometry& geo, size_t page_size,
+              bool signal_mode)
       : pool_(pool),
         shadows_(shadows),
         refs_(refs),
         counters_(counters),
         env_(env),
         options_(options),
-        page_size_(page_size) {}
+        geo_(geo),
+        page_size_(page_size),
+        signal_mode_(signal_mode) {}
   ~MappingHost() = default;
 
  private:
@@ -102,7 +108,9 @@ class MappingHost {
   Counters& counters_;
   Env* const env_;
   const RuntimeOptions& options_;
+  const Geometry& geo_;
   const size_t page_size_;
+  const bool signal_mode_;
 };
 
 }  // namespace umap::runtime

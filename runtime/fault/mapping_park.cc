@@ -4,9 +4,9 @@
 
 #include "base/log.h"
 #include "base/posix_error.h"
-#include "runtime/sizing/cache_sizer.h"
 #include "runtime/fault/mapping.h"
 #include "runtime/fault/mapping_host.h"
+#include "runtime/sizing/cache_sizer.h"
 
 namespace umap::runtime {
 namespace {

@@ -12,11 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/posix_error.h"
-#include "runtime/sizing/capacity_split.h"
 #include "runtime/fault/mapping.h"
-#include "runtime/runtime.h"
-#include "runtime/stats/stats_segment.h"
 #include "runtime/fault/uffd.h"
+#include "runtime/cache/eviction_scratch.h"
+#include "runtime/sizing/capacity_split.h"
+#include "runtime/stats/stats_segment.h"
 
 namespace umap::runtime {
 namespace {
@@ -37,7 +37,7 @@ std::string Mib(uint64_t blocks, size_t block_size) {
 
 }  // namespace
 
-CacheSizer::CacheSizer(Runtime* rt, std::shared_ptr<MemoryProbe> probe, const Options& o,
+CacheSizer::CacheSizer(SizerHost* rt, std::shared_ptr<MemoryProbe> probe, const Options& o,
                        uint32_t floor_blocks)
     : rt_(rt),
       probe_(std::move(probe)),
@@ -45,10 +45,10 @@ CacheSizer::CacheSizer(Runtime* rt, std::shared_ptr<MemoryProbe> probe, const Op
       floor_blocks_(floor_blocks),
       policy_(
           SizingPolicy::Options{floor_blocks, o.min_step_blocks, 4'000'000, 64'000'000, 2'000'000}),
-      parks_(o.park_buffers, rt->geometry().block_size),
+      parks_(o.park_buffers, rt->block_size()),
       park_records_(o.park_buffers) {}
 
-absl::StatusOr<std::unique_ptr<CacheSizer>> CacheSizer::Create(Runtime* rt,
+absl::StatusOr<std::unique_ptr<CacheSizer>> CacheSizer::Create(SizerHost* rt,
                                                                std::shared_ptr<MemoryProbe> probe,
                                                                const Options& o) {
   BlockPool& pool = rt->pool();
@@ -69,10 +69,10 @@ absl::StatusOr<std::unique_ptr<CacheSizer>> CacheSizer::Create(Runtime* rt,
   pool.set_limit(out.limit);
   s->ceiling_.store(out.ceiling, std::memory_order_relaxed);
   s->last_epoch_us_ = now;
-  UMAP_LOG(kInfo, "lazy cache sizing: start ", Mib(pool.limit(), rt->geometry().block_size),
-           ", hard cap ", Mib(pool.capacity(), rt->geometry().block_size),
+  UMAP_LOG(kInfo, "lazy cache sizing: start ", Mib(pool.limit(), rt->block_size()),
+           ", hard cap ", Mib(pool.capacity(), rt->block_size()),
            ", memory: ", s->probe_->Describe(), ", budget allows ",
-           Mib(s->allowance_blocks_.load(), rt->geometry().block_size),
+           Mib(s->allowance_blocks_.load(), rt->block_size()),
            s->board_ ? absl::StrCat(", shared through ", s->board_->path()) : "");
   return s;
 }
@@ -117,7 +117,7 @@ void CacheSizer::Start() {
 
 void CacheSizer::DropParkBuffers() {
   if (parks_.count() == 0 || parks_.in_use() != 0) return;
-  if (int err = DiscardPages(parks_.at(0), size_t{parks_.count()} * rt_->geometry().block_size)) {
+  if (int err = DiscardPages(parks_.at(0), size_t{parks_.count()} * rt_->block_size())) {
     UMAP_LOG(kWarn, "cache sizer: dropping the park buffers' pages failed: errno ", err);
   }
 }
@@ -232,8 +232,8 @@ bool CacheSizer::Tick(uint64_t now_us, bool pressure_event) {
   policy_pressure_events_.store(policy_.pressure_events(), std::memory_order_relaxed);
   if (out.pressure_acted) {
     UMAP_LOG(kInfo, "memory pressure (", pressure_event ? "trigger" : "usage near the limit",
-             "): cache ", Mib(pool.limit(), rt_->geometry().block_size), " -> ",
-             Mib(out.limit, rt_->geometry().block_size));
+             "): cache ", Mib(pool.limit(), rt_->block_size()), " -> ",
+             Mib(out.limit, rt_->block_size()));
   }
   if (out.limit < pool.limit()) pool.set_limit(out.limit);
   ceiling_.store(out.ceiling, std::memory_order_relaxed);
@@ -396,10 +396,10 @@ void CacheSizer::ProbeMemory(uint64_t now_us) {
     }
     return;
   }
-  const size_t bs = rt_->geometry().block_size;
+  const size_t bs = rt_->block_size();
   BlockPool& pool = rt_->pool();
   const uint64_t held = uint64_t{pool.held()} * bs;
-  budget_.Update(*s, held, rt_->io().UnrealizedBufferBytes());
+  budget_.Update(*s, held, rt_->UnrealizedBufferBytes());
   uint64_t allowance = budget_.allowance();
   if (board_ == nullptr && options_.use_board && s->cgroup_limited &&
       !probe_->cgroup_id().empty()) {

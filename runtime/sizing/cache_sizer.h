@@ -52,11 +52,11 @@
 #include "runtime/sizing/cgroup_board.h"
 #include "runtime/sizing/memory_budget.h"
 #include "runtime/sizing/memory_probe.h"
+#include "runtime/sizing/sizer_host.h"
 #include "runtime/sizing/sizing_policy.h"
 
 namespace umap::runtime {
 
-class Runtime;
 class Mapping;
 
 class CacheSizer {
@@ -85,7 +85,7 @@ class CacheSizer {
 
   // Samples memory once (so the first limit respects the budget) and sets the pool's limit
   // to min(start, ceiling); the thread starts with Start().
-  static absl::StatusOr<std::unique_ptr<CacheSizer>> Create(Runtime* rt,
+  static absl::StatusOr<std::unique_ptr<CacheSizer>> Create(SizerHost* rt,
                                                             std::shared_ptr<MemoryProbe> probe,
                                                             const Options& o);
   ~CacheSizer();  // stops the thread
@@ -132,7 +132,7 @@ class CacheSizer {
   Figures figures() const;
 
  private:
-  CacheSizer(Runtime* rt, std::shared_ptr<MemoryProbe> probe, const Options& o,
+  CacheSizer(SizerHost* rt, std::shared_ptr<MemoryProbe> probe, const Options& o,
              uint32_t floor_blocks);
   void Loop();
   // One round; returns whether there is work left (the next round comes sooner).
@@ -149,7 +149,7 @@ class CacheSizer {
   uint32_t base_step(uint32_t limit) const;
   uint32_t step(uint32_t limit) const;
 
-  Runtime* const rt_;
+  SizerHost* const rt_;  // the owner, through the view the sizer needs
   const std::shared_ptr<MemoryProbe> probe_;
   const Options options_;
   const uint32_t floor_blocks_;

@@ -30,8 +30,8 @@
 #include <memory>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace umap::runtime {

@@ -51,9 +51,9 @@
 #include <cstdint>
 
 #include "absl/functional/function_ref.h"
-#include "runtime/stats/event_ring.h"
-#include "runtime/sizing/miss_curve.h"
 #include "runtime/cache/zeroed_array.h"
+#include "runtime/sizing/miss_curve.h"
+#include "runtime/stats/event_ring.h"
 
 namespace umap::runtime {
 

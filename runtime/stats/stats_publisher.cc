@@ -7,7 +7,7 @@
 
 #include "absl/time/time.h"
 #include "runtime/fault/mapping.h"
-#include "runtime/runtime.h"
+#include "runtime/sizing/cache_sizer.h"
 
 namespace umap::runtime {
 namespace {
@@ -54,7 +54,7 @@ void Request(const io::InFlightRequest& r, uint32_t kind, uint64_t now, StatsReq
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StatsPublisher>> StatsPublisher::Start(Runtime* rt,
+absl::StatusOr<std::unique_ptr<StatsPublisher>> StatsPublisher::Start(StatsSource* rt,
                                                                       unsigned period_ms,
                                                                       const std::string& dir) {
   auto segment = StatsSegment::Create(dir);
@@ -105,10 +105,10 @@ void StatsPublisher::PublishNow() {
 
 void StatsPublisher::FillRuntime(StatsLayout* l) {
   const RuntimeOptions& o = rt_->options();
-  Put(l->uffd_access, UffdAccessLabel(rt_->uffd().access()));
+  Put(l->uffd_access, UffdAccessLabel(rt_->uffd_access()));
   Put(l->policy, PolicyName(o.policy));
   Put(l->journal_mode, JournalModeName(o.journal_mode));
-  l->block_size = rt_->geometry().block_size;
+  l->block_size = rt_->block_size();
   l->io_timeout_ms = o.io_timeout_ms;
   l->io_retries = o.io_retries;
   rt_->WhileMappingsPinned([&] {
@@ -153,15 +153,15 @@ void StatsPublisher::FillRuntime(StatsLayout* l) {
     static_assert(kStatsSizeBuckets == UMAP_IO_SIZE_BUCKETS);
     std::copy(std::begin(s.io_size_hist), std::end(s.io_size_hist), l->io_size_hist);
 
-    const uint64_t now = rt_->env()->NowMicros();
-    const io::InFlight f = rt_->io().InFlightNow();
+    const uint64_t now = rt_->NowMicros();
+    const io::InFlight f = rt_->InFlightNow();
     l->reads_in_flight = f.reads;
     l->writes_in_flight = f.writes;
     l->fills_queued = f.queued;
     Request(f.oldest_read, kStatsIoRead, now, &l->oldest_read);
     Request(f.oldest_write, kStatsIoWrite, now, &l->oldest_write);
     uint32_t total = 0, listed = 0;
-    const uint64_t bs = rt_->geometry().block_size;
+    const uint64_t bs = rt_->block_size();
     rt_->ForEachMapping([&](Mapping& m) {
       ++total;
       const std::string& name = m.file()->name();
@@ -190,7 +190,7 @@ void StatsPublisher::FillRuntime(StatsLayout* l) {
       e.umsyncs = m.umsyncs();
       e.umsync_age_us = Age(now, m.umsync_started_us());
       e.virtual_bytes = uint64_t{m.virtual_blocks()} * bs;
-      e.max_bytes = uint64_t{std::min(m.quota(), rt_->pool().limit())} * bs;
+      e.max_bytes = uint64_t{std::min(m.quota(), rt_->pool_limit())} * bs;
       e.remisses = m.remisses();
       e.working_set_bytes = uint64_t{m.working_set_blocks()} * bs;
       e.sampled_hits = m.sampled_hits();

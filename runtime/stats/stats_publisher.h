@@ -20,17 +20,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/stats/stats_segment.h"
+#include "runtime/stats/stats_source.h"
 
 namespace umap::runtime {
 
-class Runtime;
 
 class StatsPublisher {
  public:
   // Creates the segment (StatsSegment::Create) and starts publishing every period_ms.
   // REQUIRES: rt outlives the publisher; rt's I/O manager exists.
   static absl::StatusOr<std::unique_ptr<StatsPublisher>> Start(
-      Runtime* rt, unsigned period_ms, const std::string& dir = StatsSegment::kDefaultDir);
+      StatsSource* rt, unsigned period_ms, const std::string& dir = StatsSegment::kDefaultDir);
   // Stops the thread and removes the segment.
   ~StatsPublisher();
 
@@ -42,13 +42,13 @@ class StatsPublisher {
   const std::string& path() const { return segment_->path(); }
 
  private:
-  StatsPublisher(Runtime* rt, unsigned period_ms, std::unique_ptr<StatsSegment> segment)
+  StatsPublisher(StatsSource* rt, unsigned period_ms, std::unique_ptr<StatsSegment> segment)
       : rt_(rt), period_ms_(period_ms), segment_(std::move(segment)) {}
   void Loop();
   void FillRuntime(StatsLayout* l);
   void FillJournal(StatsLayout* l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(publish_mu_);
 
-  Runtime* const rt_;
+  StatsSource* const rt_;  // the owner, through the view the publisher needs
   const unsigned period_ms_;
   const std::unique_ptr<StatsSegment> segment_;
   std::thread thread_;

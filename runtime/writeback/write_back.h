@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "base/direct_writer.h"
 #include "umap/env.h"

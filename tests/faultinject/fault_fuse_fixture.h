@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "faultinject/fuse/fault_fuse.h"
-#include "tests/testing/capability.h"
 #include "tests/runtime/test_file.h"
+#include "tests/testing/capability.h"
 
 namespace umaptest {
 

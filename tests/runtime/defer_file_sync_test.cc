@@ -28,11 +28,11 @@
 
 #include <gtest/gtest.h>
 
+#include "base/posix_error.h"
 #include "faultinject/fault_env.h"
 #include "faultinject/fault_fs.h"
-#include "base/posix_error.h"
-#include "runtime/writeback/journal_write_back.h"
 #include "runtime/runtime.h"
+#include "runtime/writeback/journal_write_back.h"
 #include "tests/runtime/test_file.h"
 
 namespace umap::runtime {

@@ -86,7 +86,6 @@
 #include "base/crash_point.h"
 #include "faultinject/fault_env.h"
 #include "faultinject/fault_fs.h"
-#include "tests/runtime/signal_probe.h"
 #include "journal/journal.h"
 #include "recovery/recovery.h"
 #include "rocksdb/db.h"
@@ -94,6 +93,7 @@
 #include "rocksdb/file_system.h"
 #include "rocksdb/iterator.h"
 #include "runtime/runtime.h"
+#include "tests/runtime/signal_probe.h"
 
 namespace umap::runtime {
 namespace {

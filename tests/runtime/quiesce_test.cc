@@ -27,9 +27,9 @@
 #include "base/posix_error.h"
 #include "faultinject/fault_env.h"
 #include "journal/journal.h"
-#include "runtime/sizing/cache_sizer.h"
 #include "runtime/fault/mapping.h"
 #include "runtime/runtime.h"
+#include "runtime/sizing/cache_sizer.h"
 #include "tests/runtime/test_file.h"
 #include "tests/testing/status_matchers.h"
 
