@@ -69,6 +69,7 @@ absl::StatusOr<std::vector<Workload>> ExpandWorkloads(const Flags& f) {
         w.read_check = f.check_reads == "all" ? ReadCheck::kAll : ReadCheck::kEnds;
         w.seed = f.seed;
         w.processes = f.processes;
+        w.procs = f.procs;
         workloads.push_back(w);
       }
     }
@@ -99,9 +100,32 @@ absl::Status ChooseCache(const Flags& f, Matrix& m) {
   for (const Workload& w : m.workloads) {
     if (w.writes()) writers = *std::max_element(m.threads.begin(), m.threads.end());
   }
-  const CacheFit fit = FitCacheToBudget(f.memory_limit, cfg, writers);
+  // --procs N: N processes share the cgroup, each with its own runtime and cache, so each
+  // is fitted to its 1/N share of the budget.
+  const CacheFit fit = FitCacheToBudget(f.memory_limit / f.procs, cfg, writers);
   o.cache_bytes = fit.cache_bytes;  // 0: no room; an error if plain "umap" runs
-  m.cache_how = absl::StrCat("fitted: ", fit.how);
+  m.cache_how = f.procs > 1
+                    ? absl::StrCat("fitted per process to 1/", f.procs, " of the budget: ", fit.how)
+                    : absl::StrCat("fitted: ", fit.how);
+  return absl::OkStatus();
+}
+
+// --procs N > 1: read runs only (each process verifies and restores only its own writes),
+// one shared cgroup, at least one op per process, and the runtime's own journal per process.
+absl::Status CheckProcs(const Flags& f, const std::vector<Workload>& workloads) {
+  if (f.procs <= 1) return absl::OkStatus();
+  auto bad = [](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("--procs: ", why));
+  };
+  if (f.memory_limit == 0) return bad("needs --memory-limit (one shared cgroup)");
+  if (f.processes > 1) return bad("cannot be combined with --processes (each on its own file)");
+  if (!f.journal_dir.empty()) {
+    return bad("cannot be combined with --journal-dir (every process needs its own journal)");
+  }
+  if (f.ops < f.procs) return bad(absl::StrCat("--ops ", f.ops, " gives a process no op"));
+  for (const Workload& w : workloads) {
+    if (w.writes()) return bad("only with --access read (the processes share one file)");
+  }
   return absl::OkStatus();
 }
 
@@ -142,6 +166,11 @@ std::string Title(const Workload& w) {
                     " processes at once in one memory cgroup, each on "
                     "its own file (ops/s: all of them)");
   }
+  if (w.procs > 1) {
+    absl::StrAppend(&t, "; split among ", w.procs,
+                    " processes at once on the same file in one memory cgroup (ops/s: all "
+                    "their ops over the wall time from the common start to the last finish)");
+  }
   return t;
 }
 
@@ -152,6 +181,7 @@ absl::StatusOr<Matrix> BuildMatrix(const Flags& f) {
   if (f.processes > 1 && f.memory_limit == 0) {
     return absl::InvalidArgumentError("--processes needs --memory-limit (one shared cgroup)");
   }
+  RETURN_IF_ERROR(CheckProcs(f, m.workloads));
   BackendOptions& o = m.config.options;
   ASSIGN_OR_RETURN(o.advice, ParseAdvice(f.madvise));
   ASSIGN_OR_RETURN(o.policy, ParsePolicy(f.policy));
@@ -248,6 +278,11 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "with --memory-limit: this many processes run each workload at once in one "
                  "cgroup, each on its own file (FILE, FILE.p1, ...)")
       ->check(CLI::Range(1, 8));
+  app.add_option("--procs", f.procs,
+                 "with --memory-limit, read runs: this many processes run each workload at once "
+                 "on the same file, each with its own backend, in one cgroup; the ops (--ops x "
+                 "--threads) are split among them (bench/multi_process.h)")
+      ->check(CLI::Range(1, 16));
   app.add_option("--max-seconds", f.max_seconds,
                  "stop a run's threads after this long (0: never); ops done so far count")
       ->check(CLI::NonNegativeNumber);

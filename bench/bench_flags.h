@@ -45,6 +45,7 @@ struct Flags {
   uint64_t memory_limit = 0;
   std::string cgroup_parent;
   unsigned processes = 1;
+  unsigned procs = 1;
   uint64_t test_corrupt_word = ~0ull;
 };
 

@@ -123,6 +123,8 @@ int ThreadsOfThisProcess() {
   ::_exit(out.verified ? 0 : 1);
 }
 
+}  // namespace
+
 std::string HowItEnded(int status) {
   if (WIFEXITED(status)) {
     switch (WEXITSTATUS(status)) {
@@ -140,6 +142,8 @@ std::string HowItEnded(int status) {
   }
   return absl::StrCat("wait status ", status);
 }
+
+namespace {
 
 // The result a child sent, or a failed one saying how it ended without one.
 ChildOutcome Outcome(const ChildRun& run, Child& c, unsigned process, unsigned processes,
@@ -212,10 +216,13 @@ absl::StatusOr<std::vector<ChildOutcome>> RunInMemoryCgroup(const std::string& p
   // Everybody set up: start the peak window and the runs together.
   for (Child& c : children) c.AwaitMarker(kReady);
   absl::Status reset = cg.ResetPeak();
+  const auto go = std::chrono::steady_clock::now();
   for (Child& c : children) {
     if (!c.eof) SendByte(c.sock.get(), kGo).IgnoreError();  // a dead child shows as EOF
   }
   for (Child& c : children) c.AwaitMarker(kTimedEnd);
+  const double group_wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - go).count();
   absl::StatusOr<uint64_t> peak = cg.Peak();
   for (Child& c : children) {
     c.ReadRest();
@@ -233,6 +240,9 @@ absl::StatusOr<std::vector<ChildOutcome>> RunInMemoryCgroup(const std::string& p
   std::vector<ChildOutcome> out;
   for (unsigned i = 0; i < n; ++i) {
     ChildOutcome o = Outcome(runs[i], children[i], i, n, ooms);
+    o.pid = children[i].pid;
+    o.wait_status = children[i].wait_status;
+    o.group_wall_s = group_wall_s;
     RunResult& r = o.result;
     r.cgroup_limit = limit_bytes;
     r.cgroup_peak = peak.value_or(0);

@@ -9,7 +9,9 @@
 // child killed by the OOM killer or a signal, or one that exits without a result, yields a
 // failed RunResult that says what happened.
 //
-// The caller must be single-threaded (fork), and each run must use its own file.
+// The caller must be single-threaded (fork). Runs that write must each use their own file
+// (each child verifies and restores only its own writes); runs that only read may share one
+// (umap-bench --procs, bench/multi_process.h).
 #ifndef UMAP_BENCH_CGROUP_RUNNER_H_
 #define UMAP_BENCH_CGROUP_RUNNER_H_
 
@@ -37,7 +39,15 @@ struct ChildOutcome {
   RunResult result;  // cgroup_* fields, process and processes filled in
   std::string json;  // the child's JSON line with the cgroup fields, "" when it had none
   bool oom_killed = false;
+  int pid = 0;
+  int wait_status = 0;  // waitpid's status: WIFSIGNALED/WTERMSIG say whether a signal ended it
+  // The parent's clock from releasing the children to the last one's end of its timed
+  // region (or death): the same in every outcome of one call.
+  double group_wall_s = 0;
 };
+
+// "exit 0", "exit 3 (SIGBUS, see above)", "killed by signal 9 (Killed)", ...
+std::string HowItEnded(int wait_status);
 
 // Runs `runs` as described above in a new cgroup named `name` under `parent` with
 // `limit_bytes`; the cgroup is removed afterwards. An error status means the runs could not

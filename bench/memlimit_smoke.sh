@@ -1,6 +1,7 @@
 #!/bin/bash
 # umap-bench --memory-limit end to end: every backend in its own memory cgroup, and two
-# processes sharing one; every run must verify and report a cgroup peak within the limit;
+# processes sharing one (each on its own file, and --procs 2 on the same file); every run
+# must verify and report a cgroup peak within the limit;
 # sixteen syncing writers stay near their cache, and so does one umsync of a large dirty
 # set; a corrupted word must still be caught
 # when the run happens in a child process.
@@ -48,6 +49,21 @@ rc=$?
 if [ $rc -ne 0 ]; then echo "FAIL: two processes: exit $rc"; cat "$dir/two.log"; fail=1; fi
 check_json "$dir/two.jsonl" 4 $limit
 if ! grep -q '"processes":2' "$dir/two.jsonl"; then echo "FAIL: no two-process runs"; fail=1; fi
+# --procs 2: two processes on the same file in one cgroup, the ops split between them: one
+# JSON line per run with the group's ops (2 threads x 300 ops in all) and both processes.
+"$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 4M --threads 2 \
+  --ops 300 --repeats 1 --pattern random --access read --procs 2 --backends umap,mmap \
+  --json "$dir/procs.jsonl" --stall-seconds 120 >"$dir/procs.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then echo "FAIL: --procs 2: exit $rc"; cat "$dir/procs.log"; fail=1; fi
+check_json "$dir/procs.jsonl" 2 $limit
+if [ "$(grep -c '"procs":2,"per_process":\[{.*"process":0,.*},{.*"process":1,.*}\]' "$dir/procs.jsonl")" != 2 ] ||
+   [ "$(grep -o '^{[^[]*"ops":[0-9]*' "$dir/procs.jsonl" | grep -o '"ops":[0-9]*$' | sort -u)" != '"ops":600' ] ||
+   [ "$(grep -c 'process [01]/2 (pid [0-9]*): 300 ops in .*exit 0$' "$dir/procs.log")" != 4 ]; then
+  echo "FAIL: --procs 2: not two processes of 300 ops each and 600 in all:"
+  cat "$dir/procs.jsonl" "$dir/procs.log"
+  fail=1
+fi
 # Sixteen writers, a umsync every 100 ops each, 64 MiB cache: the whole process stays near
 # its cache. The umsync path once left a capture buffer, a commit batch and a copy of every
 # image in the malloc arena of each thread that synced (peak RSS 205-256 MiB here, OOM
@@ -88,5 +104,5 @@ if [ $rc -ne 1 ] || [ "$(grep -c 'WRONG DATA READ' <<<"$out")" -lt 2 ]; then
   echo "$out"
   fail=1
 fi
-[ $fail = 0 ] && echo "ok: every backend and two processes in memory cgroups; sixteen writers and one large umsync near their cache; corruption caught"
+[ $fail = 0 ] && echo "ok: every backend and two processes in memory cgroups (own files and --procs 2); sixteen writers and one large umsync near their cache; corruption caught"
 exit $fail

@@ -1,7 +1,8 @@
 // umap-bench: the same workload through several backends (umap, mmap, pread, ...) on the same
 // file, in one run, reported as ratios. With --memory-limit every run is a child process in
 // its own memory cgroup (the same budget for every backend). See docs/benchmarks.md for
-// every flag and column.
+// every flag and column. With --procs N every run is N processes on the same file in one
+// memory cgroup (bench/multi_process.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "bench/cgroup_runner.h"
 #include "bench/human.h"
 #include "bench/memory_cgroup.h"
+#include "bench/multi_process.h"
 #include "bench/report.h"
 #include "bench/run_json.h"
 #include "bench/workload.h"
@@ -85,6 +87,12 @@ std::string Context(const Flags& f, const Matrix& m) {
                                     HumanBytes(f.memory_limit), " (umap cache ", m.cache_how, ")")
                      : std::string());
   if (f.max_seconds > 0) absl::StrAppendFormat(&c, "; runs stopped after %g s", f.max_seconds);
+  if (f.procs > 1) {
+    absl::StrAppendFormat(&c,
+                          "; every run %u processes at once on the same file, each with its "
+                          "own backend, the ops split among them",
+                          f.procs);
+  }
   return c;
 }
 
@@ -244,6 +252,40 @@ absl::Status RunInCgroups(const Matrix& m, const std::vector<BenchFile>& files, 
   });
 }
 
+// --procs N: every run as N processes on the same file in one memory cgroup; the parent
+// stays single-threaded. A process that a signal ended fails the run, said on stderr.
+absl::Status RunProcsInCgroups(const Matrix& m, const BenchFile& file, const Flags& f,
+                               Report& report, Failures& failures) {
+  std::string parent = f.cgroup_parent;
+  if (parent.empty()) {
+    ASSIGN_OR_RETURN(parent, MemoryCgroup::DefaultParent());
+  }
+  return ForEachCell(m, f.repeats, [&](const Cell& c) -> absl::Status {
+    ChildRun run;
+    run.file = &file;
+    run.workload = c.w;
+    run.config = m.config;
+    run.config.backend = c.backend;
+    run.repeat = c.repeat;
+    run.tag = c.tag;
+    run.label = f.label;
+    ASSIGN_OR_RETURN(SameFileOutcome o,
+                     RunSameFile(parent, absl::StrCat("umap-bench-", ::getpid(), "-", c.n),
+                                 f.memory_limit, run));
+    PrintProgress(c, o.total);
+    std::fputs(ProcessLines(o).c_str(), stdout);
+    std::fflush(stdout);
+    if (!o.killed.empty()) {
+      std::fprintf(stderr, "umap-bench: [%zu/%zu] %s %s threads=%u repeat=%d FAILED: %s\n", c.n,
+                   c.total, c.backend.c_str(), c.w.Name().c_str(), c.w.threads, c.repeat,
+                   o.killed.c_str());
+    }
+    failures.Add(o.total, o.oom_killed);
+    report.Add(o.total, Title(c.w));
+    return AppendLines(f.json, o.json + "\n");
+  });
+}
+
 // The tables, Markdown and plots after the runs; removes the files if asked.
 absl::Status Finish(const Flags& f, const Report& report, const Failures& failures) {
   std::fputs(report.Text().c_str(), stdout);
@@ -294,8 +336,9 @@ int Main(int argc, char** argv) {
   }
   Report report(matrix->backends, Context(f, *matrix));
   Failures failures;
-  absl::Status s = f.memory_limit > 0 ? RunInCgroups(*matrix, files, f, report, failures)
-                                      : RunInProcess(*matrix, files.front(), f, report, failures);
+  absl::Status s = f.procs > 1 ? RunProcsInCgroups(*matrix, files.front(), f, report, failures)
+                   : f.memory_limit > 0 ? RunInCgroups(*matrix, files, f, report, failures)
+                                        : RunInProcess(*matrix, files.front(), f, report, failures);
   if (!s.ok()) return fail(s);
   s = Finish(f, report, failures);
   if (!s.ok()) return fail(s);

@@ -242,6 +242,7 @@ std::string Workload::Name() const {
   }
   if (writes() && sync_every > 0) absl::StrAppend(&n, "-sync", sync_every);
   if (processes > 1) absl::StrAppend(&n, "-x", processes);
+  if (procs > 1) absl::StrAppend(&n, "-p", procs);
   return n;
 }
 

@@ -50,10 +50,14 @@ struct Workload {
   // Processes running this workload at once, each on its own file, all in one memory
   // cgroup (umap-bench --memory-limit --processes); RunOnce runs one of them.
   unsigned processes = 1;
+  // Processes running this workload at once on the *same* file, all in one memory cgroup
+  // (umap-bench --procs, bench/multi_process.h); RunOnce runs one of them, whose
+  // ops_per_thread is then its share of the ops.
+  unsigned procs = 1;
 
   bool writes() const { return access != Access::kRead; }
   // "random-read", "random-write-L0.8", "sequential-mixed50", ... (no thread count);
-  // "-x2" at the end for two processes.
+  // "-x2" at the end for two processes on their own files, "-p4" for four on one.
   std::string Name() const;
 };
 
