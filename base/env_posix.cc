@@ -1,5 +1,6 @@
 // The POSIX Env: the only place where file system errno values become absl::Status.
 #include <fcntl.h>
+#include <liburing.h>
 #include <limits.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -20,6 +21,16 @@
 #include "umap/env.h"
 
 namespace umap {
+
+// A File that cannot use io_uring (SupportsRing() false) is never asked to prepare a
+// submission; should it be, the request does nothing and reads or writes 0 bytes, which
+// the callers treat as short and finish through ReadAt or WriteAt.
+void File::PrepareRead(io_uring_sqe* sqe, uint64_t, char*, uint32_t) { io_uring_prep_nop(sqe); }
+int File::FinishRead(uint64_t, char*, uint32_t, int res) { return res; }
+void File::PrepareWritev(io_uring_sqe* sqe, const struct iovec*, unsigned, uint64_t) {
+  io_uring_prep_nop(sqe);
+}
+int File::FinishWritev(uint64_t, const struct iovec*, unsigned, int res) { return res; }
 
 thread_local bool InternalIo::active_ = false;
 
@@ -152,6 +163,15 @@ class PosixFile final : public File {
 
   int fd() const override { return fd_; }
   const std::string& name() const override { return name_; }
+
+  bool SupportsRing() const override { return fd_ >= 0; }
+  void PrepareRead(io_uring_sqe* sqe, uint64_t offset, char* buf, uint32_t len) override {
+    io_uring_prep_read(sqe, fd_, buf, len, offset);
+  }
+  void PrepareWritev(io_uring_sqe* sqe, const struct iovec* iov, unsigned n,
+                     uint64_t offset) override {
+    io_uring_prep_writev(sqe, fd_, iov, n, offset);
+  }
 
   absl::StatusOr<std::unique_ptr<File>> OpenDirectReader() override {
     return OpenDirect(O_RDONLY);

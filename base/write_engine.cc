@@ -129,7 +129,7 @@ absl::Status WriteEngine::Write(File* file, absl::Span<const WritePiece> pieces,
   // while writes are in flight, as a real crash does (see WriteConcurrently). A single run
   // goes through the ring too: it is one vectored write there, where WriteOneByOne would
   // issue one File::WriteAt (one DFS request) per piece.
-  const bool concurrent = options_.use_uring && file->fd() >= 0 && !call.runs.empty();
+  const bool concurrent = options_.use_uring && file->SupportsRing() && !call.runs.empty();
   std::unique_ptr<Ring> ring;
   if (concurrent) ring = TakeRing();
   if (ring == nullptr || !ring->ok) return WriteOneByOne(call, before_each);
@@ -180,7 +180,7 @@ absl::Status WriteEngine::WriteConcurrently(Call& call, Ring& ring_holder,
       io_uring_sqe* sqe = io_uring_get_sqe(ring);
       if (sqe == nullptr) break;
       before_each();
-      io_uring_prep_writev(sqe, call.file->fd(), &call.iov[r.first], r.count, r.offset);
+      call.file->PrepareWritev(sqe, &call.iov[r.first], r.count, r.offset);
       io_uring_sqe_set_data64(sqe, call.next);
       call.started[call.next] = env_->NowMicros();
       ++call.next;
@@ -282,7 +282,8 @@ void WriteEngine::Reap(Call& call, io_uring* ring) {
     --call.inflight;
     const Call::Run& r = call.runs[tag];
     call.started[tag] = 0;
-    const int res = cqe->res;
+    // The file sees its write's result (a fault-injecting wrapper may change it).
+    const int res = call.file->FinishWritev(r.offset, &call.iov[r.first], r.count, cqe->res);
     if (res < 0) {
       // An expired write fails the call with ETIMEDOUT however it ends: cancelled
       // (ECANCELED), interrupted because the cancellation reached a FUSE server as

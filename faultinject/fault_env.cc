@@ -1,5 +1,7 @@
 #include "faultinject/fault_env.h"
 
+#include <liburing.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -229,12 +231,40 @@ class FaultFile final : public File {
     if (env_->IsStale(generation_)) return env_->PowerCutError(What("stamp identity"));
     return target_->StampIdentity();
   }
-  // No descriptor: the runtime would submit io_uring reads to it directly and bypass every
-  // fault armed here. Without one, its I/O channels read through ReadAt (this wrapper).
+  // No descriptor: nothing moves bytes with one (env.h), and a wrapper hands out none.
   int fd() const override { return -1; }
+
+  // io_uring, when the env was made with Options::through_ring: the target prepares the
+  // real submission; this wrapper decides the armed faults and applies them to what the
+  // caller sees (FinishRead, FinishWritev), and tracks written bytes as WriteAt does.
+  bool SupportsRing() const override {
+    return env_->through_ring() && target_->SupportsRing();
+  }
+  void PrepareRead(io_uring_sqe* sqe, uint64_t offset, char* buf, uint32_t len) override {
+    target_->PrepareRead(sqe, offset, buf, len);
+  }
+  int FinishRead(uint64_t offset, char* buf, uint32_t len, int res) override;
+  void PrepareWritev(io_uring_sqe* sqe, const struct iovec* iov, unsigned n,
+                     uint64_t offset) override;
+  int FinishWritev(uint64_t offset, const struct iovec* iov, unsigned n, int res) override;
   const std::string& name() const override { return target_->name(); }
 
  private:
+  // A write prepared for io_uring, until its FinishWritev: the bytes submitted (a torn
+  // write's prefix) and the error the caller gets (0: the kernel's result).
+  struct RingWrite {
+    std::vector<struct iovec> iov;
+    int err = 0;
+  };
+  // The fault and bookkeeping of a write about to be submitted (PrepareWritev); returns
+  // how many of its `total` bytes go to the kernel.
+  size_t DecideRingWrite(uint64_t offset, const struct iovec* iov, unsigned n, size_t total,
+                         RingWrite* w);
+  absl::Mutex ring_mu_;
+  // Keyed by offset and the caller's iovec (unique while its write is in flight).
+  std::map<std::pair<uint64_t, const struct iovec*>, RingWrite> ring_writes_
+      ABSL_GUARDED_BY(ring_mu_);
+
   std::string What(absl::string_view op) const { return absl::StrCat(op, " ", t_->path); }
   std::string What(absl::string_view op, uint64_t offset) const {
     return absl::StrCat(op, " ", t_->path, " at ", offset);
@@ -300,6 +330,98 @@ class FaultFile final : public File {
   const uint64_t generation_;
 };
 
+int FaultFile::FinishRead(uint64_t offset, char* buf, uint32_t len, int res) {
+  res = target_->FinishRead(offset, buf, len, res);
+  env_->CountRingResult();
+  if (env_->IsStale(generation_)) {
+    env_->Count(FaultKind::kPowerCut);
+    return -EIO;
+  }
+  auto fired = env_->Decide(Op::kRead, t_->path);
+  if (!fired) return res;
+  const Fault& f = fired->fault;
+  env_->Count(f.kind);
+  if (f.kind == FaultKind::kTruncatedRead && res > 0) {
+    // The kernel filled `res` bytes; the caller is told of a prefix of them, as if the
+    // file ended there.
+    return static_cast<int>(
+        std::min<uint64_t>(f.prefix.value_or(fired->draw % static_cast<uint64_t>(res)), res));
+  }
+  // An error, or a short read (bytes landed in `buf`, then the error): the error.
+  return -f.err;
+}
+
+size_t FaultFile::DecideRingWrite(uint64_t offset, const struct iovec* iov, unsigned n,
+                                  size_t total, RingWrite* w) {
+  if (env_->IsStale(generation_)) {
+    env_->Count(FaultKind::kPowerCut);
+    w->err = EIO;
+    return 0;
+  }
+  size_t keep = total;
+  if (auto fired = env_->Decide(Op::kWrite, t_->path)) {
+    const Fault& f = fired->fault;
+    env_->Count(f.kind);
+    w->err = f.err;
+    keep = f.kind == FaultKind::kTornWrite
+               ? std::min<uint64_t>(f.prefix.value_or(total == 0 ? 0 : fired->draw % total),
+                                    total)
+               : 0;
+  }
+  if (keep == 0) return 0;
+  absl::MutexLock l(&t_->mu);
+  // As WriteAt: the bytes are recorded before they can land, with what they overwrite.
+  if (env_->IsStale(generation_)) {
+    w->err = EIO;
+    return 0;
+  }
+  if (absl::Status s = SavePreImage(offset, offset + keep); !s.ok()) {
+    w->err = ErrnoFromStatus(s) != 0 ? ErrnoFromStatus(s) : EIO;
+    return 0;
+  }
+  std::string bytes;
+  bytes.reserve(keep);
+  for (unsigned i = 0; i < n && bytes.size() < keep; ++i) {
+    const size_t take = std::min(iov[i].iov_len, keep - bytes.size());
+    bytes.append(static_cast<const char*>(iov[i].iov_base), take);
+    w->iov.push_back({iov[i].iov_base, take});
+  }
+  t_->pending.push_back({offset, std::move(bytes), false});
+  return keep;
+}
+
+void FaultFile::PrepareWritev(io_uring_sqe* sqe, const struct iovec* iov, unsigned n,
+                              uint64_t offset) {
+  size_t total = 0;
+  for (unsigned i = 0; i < n; ++i) total += iov[i].iov_len;
+  RingWrite w;
+  const size_t keep = DecideRingWrite(offset, iov, n, total, &w);
+  absl::MutexLock l(&ring_mu_);
+  RingWrite& stored = ring_writes_[{offset, iov}] = std::move(w);
+  if (keep == 0) {
+    io_uring_prep_nop(sqe);  // nothing reaches the file; FinishWritev returns the error
+  } else {
+    target_->PrepareWritev(sqe, stored.iov.data(), static_cast<unsigned>(stored.iov.size()),
+                           offset);
+  }
+}
+
+int FaultFile::FinishWritev(uint64_t offset, const struct iovec* iov, unsigned n, int res) {
+  env_->CountRingResult();
+  RingWrite w;
+  {
+    absl::MutexLock l(&ring_mu_);
+    auto it = ring_writes_.find({offset, iov});
+    if (it == ring_writes_.end()) return target_->FinishWritev(offset, iov, n, res);
+    w = std::move(it->second);
+    ring_writes_.erase(it);
+  }
+  if (!w.iov.empty()) {
+    res = target_->FinishWritev(offset, w.iov.data(), static_cast<unsigned>(w.iov.size()), res);
+  }
+  return w.err != 0 ? -w.err : res;
+}
+
 // ---------------------------------------------------------------------------------------
 // FaultEnv
 
@@ -307,6 +429,18 @@ FaultEnv::FaultEnv(Env* target, Options options)
     : EnvWrapper(target), options_(std::move(options)), rules_(options_.seed) {}
 
 FaultEnv::~FaultEnv() = default;
+
+absl::Status FaultEnv::ValidateForRing(Op op, const Fault& f) const {
+  // Through io_uring a stall would block the channel that reaps it, which a stalled file
+  // system does not: the FUSE fault file system (faultinject/fuse) models it.
+  if (options_.through_ring && f.kind == FaultKind::kStall &&
+      (op == Op::kRead || op == Op::kWrite)) {
+    return absl::InvalidArgumentError(
+        "a stall of a read or write cannot be armed on a FaultEnv made with through_ring "
+        "(it would block the io_uring reaper); use the FUSE fault file system");
+  }
+  return absl::OkStatus();
+}
 
 absl::Status FaultEnv::Validate(Op op, const Fault& f) {
   bool applies = false;
@@ -333,11 +467,13 @@ absl::Status FaultEnv::Validate(Op op, const Fault& f) {
 
 absl::Status FaultEnv::FailNext(Op op, int count, Fault fault) {
   RETURN_IF_ERROR(Validate(op, fault));
+  RETURN_IF_ERROR(ValidateForRing(op, fault));
   return rules_.FailNext(op, count, std::move(fault));
 }
 
 absl::Status FaultEnv::FailOneIn(Op op, uint32_t n, uint64_t seed, Fault fault) {
   RETURN_IF_ERROR(Validate(op, fault));
+  RETURN_IF_ERROR(ValidateForRing(op, fault));
   return rules_.FailOneIn(op, n, seed, std::move(fault));
 }
 

@@ -184,6 +184,13 @@ class FaultEnv : public EnvWrapper {
   struct Options {
     uint64_t seed = 0x5eed;  // draws for torn/short prefixes of FailNext faults
     TruncateFn truncate;     // unset: ftruncate() on the file's descriptor
+    // The files offer io_uring when their target does (File::SupportsRing): the runtime's
+    // merged reads and writes then run on io_uring, as in production, and this env applies
+    // the armed read and write faults to their results (errors, short and truncated reads,
+    // torn writes) and tracks their bytes for power cuts. A stall of a read or write cannot
+    // be armed then (it would block the ring's reaper): use faultinject/fuse for that.
+    // Off: the files offer no io_uring, and every byte goes through ReadAt and WriteAt.
+    bool through_ring = false;
   };
 
   // `target` must outlive this env.
@@ -232,6 +239,9 @@ class FaultEnv : public EnvWrapper {
   std::vector<std::pair<uint64_t, uint64_t>> UnsyncedRanges(const std::string& path) const;
   // Faults fired so far, per kind (kPowerCut counts refused calls).
   uint64_t fired(FaultKind kind) const;
+  // io_uring results its files saw (FinishRead, FinishWritev): proof that a path ran on
+  // the ring.
+  uint64_t ring_results() const { return ring_results_.load(std::memory_order_relaxed); }
   // Successful SyncDir calls.
   uint64_t dir_syncs() const;
 
@@ -248,11 +258,14 @@ class FaultEnv : public EnvWrapper {
   using Rules = FaultRules<Op, kNumOps, Fault>;
 
   // Whether this call fails; the draw picks a default torn or short prefix.
+  bool through_ring() const { return options_.through_ring; }
+  void CountRingResult() { ring_results_.fetch_add(1, std::memory_order_relaxed); }
   std::optional<Rules::Fired> Decide(Op op, absl::string_view path) {
     return rules_.Decide(op, path, /*with_draw=*/true);
   }
   // kInvalidArgument when the fault's kind or errno does not fit `op`.
   static absl::Status Validate(Op op, const Fault& fault);
+  absl::Status ValidateForRing(Op op, const Fault& f) const;
   // Blocks per `fault`; returns the error to report after the stall, or OK to proceed.
   absl::Status Stall(const Fault& fault, absl::string_view what);
   // A fired fault that does nothing but fail or stall (no partial data): stalls, then
@@ -269,6 +282,8 @@ class FaultEnv : public EnvWrapper {
   Rules rules_;
 
   std::array<std::atomic<uint64_t>, kNumFaultKinds> fired_{};
+
+  std::atomic<uint64_t> ring_results_{0};
   std::atomic<uint64_t> dir_syncs_{0};
   // Written under mu_; read without it on every call (a stale read only delays a refusal
   // by one call, and writers re-check under the file's lock).

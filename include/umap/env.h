@@ -30,6 +30,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
+struct io_uring_sqe;
+struct iovec;
+
 namespace umap {
 
 // What tells a file apart from one created later at the same path, with the same device
@@ -67,10 +70,30 @@ class File {
   virtual absl::Status Sync() = 0;
   virtual absl::StatusOr<uint64_t> Size() = 0;
   virtual absl::StatusOr<FileIdentity> Identify() = 0;
-  // The OS descriptor that the runtime's io_uring channels may submit reads to directly,
-  // bypassing ReadAt; -1 when every byte must go through these methods (memory env,
-  // fault-injecting wrappers).
+  // The OS descriptor, for what is not I/O (the file system's kind, locks, a change made
+  // by another process); -1 when there is none (memory env, fault-injecting wrappers).
+  // Never used to move bytes: reads and writes go through this interface, the io_uring
+  // ones through the four calls below.
   virtual int fd() const { return -1; }
+
+  // --- io_uring, behind this seam ---
+  // The runtime's I/O channels (merged reads) and the write engine (merged, concurrent
+  // writes) submit to io_uring through these calls, never through a descriptor of their
+  // own, so that a wrapper (fault injection) sees every byte the fast path moves. False:
+  // the file cannot be read or written through io_uring, and the callers use ReadAt and
+  // WriteAt instead.
+  virtual bool SupportsRing() const { return false; }
+  // Fills `sqe` with a read of `len` bytes at `offset` into `buf`. REQUIRES: SupportsRing().
+  virtual void PrepareRead(io_uring_sqe* sqe, uint64_t offset, char* buf, uint32_t len);
+  // What the caller gets for that read, from the kernel's result `res` (bytes, or -errno):
+  // `res` itself, unless a wrapper changes it (a fault).
+  virtual int FinishRead(uint64_t offset, char* buf, uint32_t len, int res);
+  // Fills `sqe` with a write of the `n` buffers of `iov` at `offset`; they stay valid until
+  // FinishWritev. REQUIRES: SupportsRing().
+  virtual void PrepareWritev(io_uring_sqe* sqe, const struct iovec* iov, unsigned n,
+                             uint64_t offset);
+  // What the caller gets for that write, from the kernel's result `res`.
+  virtual int FinishWritev(uint64_t offset, const struct iovec* iov, unsigned n, int res);
   // A second, read-only handle on the same file that bypasses the kernel page cache
   // (O_DIRECT), so that data cached by Umap is not cached twice. Reads through it must be
   // aligned (offsets and lengths multiples of 4 KiB, page-aligned buffers). kUnimplemented

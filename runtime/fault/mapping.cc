@@ -292,14 +292,14 @@ void Mapping::RaiseNoCacheBlock(uint64_t block, const CacheEntryTable::Entry& e,
 void Mapping::FillFromFile(uint64_t block, const CacheEntryTable::Entry& e,
                            uint32_t cache_block, bool write, pid_t tid) {
   // The common miss: the block comes from the file. Signal mode reads it here, in the
-  // faulting thread, as the kernel's own fault path would; files without a descriptor
+  // faulting thread, as the kernel's own fault path would; files that io_uring cannot read
   // (and handler mode) go through the I/O manager's queues, merged with queued neighbours.
   if (!signal_mode_) {
     QueueFill(block, e.v, cache_block, write, tid);
     MaybePrefetch(block);
     return;
   }
-  if (read_file()->fd() >= 0) {
+  if (read_file()->SupportsRing()) {
     const bool streams = rt_->prefetch_blocks() > 0;
     Stream* stream = streams ? FindStream(block) : nullptr;
     if (stream == nullptr) {

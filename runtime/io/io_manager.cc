@@ -219,8 +219,8 @@ void IoManager::UringChannel::Issue() {
       m_->counters_.queue_wait_us.fetch_add(m_->Now() - r.enqueued_us, std::memory_order_relaxed);
     }
     File* f = qs->client->read_file();
-    if (f->fd() < 0) {
-      // No descriptor to submit (memory env, fault-injecting wrapper): a synchronous
+    if (!f->SupportsRing()) {
+      // Not through io_uring (memory env, a wrapper that does not offer it): a synchronous
       // helper reads it through File::ReadAt.
       r.sync_only = true;
       m_->sched_.Requeue(r, 0);
@@ -240,8 +240,8 @@ void IoManager::UringChannel::Issue() {
     busy_count_.store(busy_, std::memory_order_relaxed);
     qs->calls.fetch_add(1, std::memory_order_relaxed);
     pub_[i].Publish(qs, qs->client->ByteOffset(r.first), r.count * bs, r.attempt, s.started_us);
-    io_uring_prep_read(sqe, f->fd(), s.buf, static_cast<unsigned>(r.count * bs),
-                       qs->client->ByteOffset(r.first));
+    f->PrepareRead(sqe, qs->client->ByteOffset(r.first), s.buf,
+                   static_cast<uint32_t>(r.count * bs));
     io_uring_sqe_set_data64(sqe, i);
   }
 }
@@ -258,7 +258,13 @@ void IoManager::UringChannel::Reap(io_uring_cqe* cqe) {
   free_[tag / 64] |= uint64_t{1} << (tag % 64);
   // An abandoned attempt was retried or failed already: its late result is dropped.
   QueueState* qs = m_->StateOf(s.run.queue);
-  if (state == kBusy) m_->Finish(s.run, s.buf, cqe->res);
+  if (state == kBusy) {
+    // The file sees its read's result (a fault-injecting wrapper may change it).
+    const uint32_t len = static_cast<uint32_t>(s.run.count * m_->options_.block_size);
+    const int res = qs->client->read_file()->FinishRead(qs->client->ByteOffset(s.run.first),
+                                                        s.buf, len, cqe->res);
+    m_->Finish(s.run, s.buf, res);
+  }
   qs->calls.fetch_sub(1, std::memory_order_release);  // last touch of the queue
 }
 

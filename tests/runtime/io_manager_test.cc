@@ -310,6 +310,40 @@ TEST_P(IoManagerTimeoutTest, InterruptedReadsAreRetriedNotFailed) {
   (*m)->RemoveQueue(f.queue());
 }
 
+// A FaultEnv file made with through_ring is read on the ring like a plain file (no
+// synchronous reads), and the faults armed on it reach the ring's results: an interrupted
+// read is retried, a failed one fails its fill, and every other block arrives.
+TEST(IoManagerRingFaultTest, FaultsReachReadsOnTheRing) {
+  TempDir dir;
+  faultinject::FaultEnv::Options eo;
+  eo.through_ring = true;
+  faultinject::FaultEnv env(Env::Default(), eo);
+  const std::string path = dir.File("f");
+  ::close(MakePatternFile(path, 64 * kBlock));
+  auto file = env.OpenFile(path, OpenMode::kReadOnly);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->SupportsRing());
+  FakeMapping f(*std::move(file), 64, 64 * kBlock);
+  auto m = IoManager::Create(ChannelOptions(Engine::kUring, 2, 4, 64), Env::Default());
+  ASSERT_TRUE(m.ok()) << m.status();
+  f.Attach(m->get());
+  ASSERT_TRUE(env.FailNext(faultinject::Op::kRead, 1, faultinject::Fault::Error(EIO)).ok());
+  f.Fill(m->get(), 5, 5);
+  f.WaitDone(1);
+  ASSERT_EQ(f.statuses().size(), 1u);
+  EXPECT_EQ(ErrnoFromStatus(f.statuses()[0]), EIO) << f.statuses()[0];
+  ASSERT_TRUE(
+      env.FailOneIn(faultinject::Op::kRead, 2, 7, faultinject::Fault::ShortRead(EINTR)).ok());
+  for (uint64_t b = 10; b < 64; b += 2) f.Fill(m->get(), b, static_cast<uint32_t>(b));
+  f.WaitDone(1 + 27);
+  for (size_t i = 1; i < f.statuses().size(); ++i) EXPECT_TRUE(f.statuses()[i].ok());
+  for (uint64_t b = 10; b < 64; b += 2) EXPECT_TRUE(f.BlockHasItsBytes(b)) << "block " << b;
+  EXPECT_GT(env.fired(faultinject::FaultKind::kShortRead), 0u);
+  EXPECT_EQ((*m)->counters().interrupted.load(), env.fired(faultinject::FaultKind::kShortRead));
+  EXPECT_GE(env.ring_results(), 28u) << "read through ReadAt, not the ring";
+  (*m)->RemoveQueue(f.queue());
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, IoManagerTimeoutTest,
                          ::testing::Values(Engine::kUring, Engine::kPosix),
                          [](const auto& info) {
