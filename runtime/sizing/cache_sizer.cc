@@ -225,6 +225,7 @@ bool CacheSizer::Tick(uint64_t now_us, bool pressure_event) {
     ProbeMemory(now_us);
   }
   BlockPool& pool = rt_->pool();
+  if (pressure_event && ForeignPressure()) pressure_event = false;
   const bool pressure = pressure_event || budget_.near_limit();
   const SizingPolicy::Output out =
       policy_.Step({now_us, pool.limit(), pool.capacity(), allowance_blocks_.load(),
@@ -385,6 +386,22 @@ void CacheSizer::EndEpoch() {
   quotas_active_.store(over, std::memory_order_relaxed);
 }
 
+bool CacheSizer::ForeignPressure() {
+  if (!probe_->pressure_is_machine_wide() || !last_sample_.cgroup_limited) return false;
+  const MemorySample& s = last_sample_;
+  const uint64_t headroom = s.limit > s.used ? s.limit - s.used : 0;
+  if (s.available < headroom) return false;  // the machine cannot give what the cgroup allows
+  ++foreign_pressure_events_;
+  if (!foreign_pressure_logged_) {
+    foreign_pressure_logged_ = true;
+    UMAP_LOG(kInfo, "memory pressure elsewhere on the machine (", probe_->Describe(),
+             ") left alone: this process's memory cgroup has ", headroom >> 20,
+             " MiB of room and the machine ", s.available >> 20,
+             " MiB available; its own limit is watched by usage");
+  }
+  return true;
+}
+
 void CacheSizer::ProbeMemory(uint64_t now_us) {
   last_probe_us_ = now_us;
   absl::StatusOr<MemorySample> s = probe_->Sample();
@@ -396,6 +413,7 @@ void CacheSizer::ProbeMemory(uint64_t now_us) {
     }
     return;
   }
+  last_sample_ = *s;
   const size_t bs = rt_->block_size();
   BlockPool& pool = rt_->pool();
   const uint64_t held = uint64_t{pool.held()} * bs;

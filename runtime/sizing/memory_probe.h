@@ -39,6 +39,11 @@ class MemoryProbe {
   virtual int pressure_fd() const = 0;
   // After pressure_fd() polled readable: consumes the event; true when it was pressure.
   virtual bool TakePressure() = 0;
+  // The trigger watches the whole machine (PSI on /proc/pressure/memory), not the
+  // process's own cgroup: the fallback when the cgroup's own trigger cannot be armed (an
+  // ordinary user cannot register cgroup v1's memory.pressure_level). It then also fires
+  // when other cgroups reclaim at their own limits.
+  virtual bool pressure_is_machine_wide() const { return false; }
   // Where the figures come from, for the log and umap-stat.
   virtual std::string Describe() const = 0;
   // Names the limited memory cgroup (processes with the same id share its limit); "" when

@@ -107,6 +107,7 @@ void SystemMemoryProbe::ClosePressure() {
   pressure_fd_ = -1;
   level_fd_ = -1;
   pressure_is_eventfd_ = false;
+  machine_wide_ = false;
   pressure_source_ = "none";
 }
 
@@ -257,7 +258,7 @@ bool SystemMemoryProbe::TryPressureLevel() {
 void SystemMemoryProbe::SetUpPressure() {
   if (kind_ == Cgroup::kV2 && TryPsi(dir_ + "/memory.pressure")) return;
   if (kind_ == Cgroup::kV1 && TryPressureLevel()) return;
-  TryPsi(root_ + "/proc/pressure/memory");
+  machine_wide_ = TryPsi(root_ + "/proc/pressure/memory");
 }
 
 bool SystemMemoryProbe::TakePressure() {

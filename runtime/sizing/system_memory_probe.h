@@ -40,6 +40,7 @@ class SystemMemoryProbe final : public MemoryProbe {
   absl::StatusOr<MemorySample> Sample() override;
   int pressure_fd() const override { return pressure_fd_; }
   bool TakePressure() override;
+  bool pressure_is_machine_wide() const override { return machine_wide_; }
   std::string Describe() const override;
   std::string cgroup_id() const override {
     return limited_.load(std::memory_order_relaxed) ? dir_ : std::string();
@@ -72,6 +73,7 @@ class SystemMemoryProbe final : public MemoryProbe {
   int pressure_fd_ = -1;
   int level_fd_ = -1;  // v1 memory.pressure_level, kept open while registered
   bool pressure_is_eventfd_ = false;
+  bool machine_wide_ = false;  // the trigger is the machine's PSI (the fallback)
   std::string pressure_source_ = "none";
 };
 

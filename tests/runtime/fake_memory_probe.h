@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -34,6 +35,13 @@ class FakeMemoryProbe final : public runtime::MemoryProbe {
     sample_.cgroup_limited = true;
     cgroup_id_ = id;
   }
+  // The machine's MemAvailable (Set makes it the room left under `limit`).
+  void SetAvailable(uint64_t available) {
+    absl::MutexLock l(&mu_);
+    sample_.available = available;
+  }
+  // The trigger is the machine's, not the cgroup's (MemoryProbe::pressure_is_machine_wide).
+  void MachineWide(bool on) { machine_wide_.store(on); }
   // One pressure event, as a PSI trigger would report.
   void Pressure() {
     uint64_t one = 1;
@@ -54,6 +62,7 @@ class FakeMemoryProbe final : public runtime::MemoryProbe {
     uint64_t n = 0;
     return ::read(efd_, &n, sizeof n) == sizeof n && n > 0;
   }
+  bool pressure_is_machine_wide() const override { return machine_wide_.load(); }
   std::string Describe() const override { return "fake memory probe"; }
   std::string cgroup_id() const override {
     absl::MutexLock l(&mu_);
@@ -62,6 +71,7 @@ class FakeMemoryProbe final : public runtime::MemoryProbe {
 
  private:
   const int efd_;
+  std::atomic<bool> machine_wide_{false};
   mutable absl::Mutex mu_;
   runtime::MemorySample sample_ ABSL_GUARDED_BY(mu_);
   int samples_ ABSL_GUARDED_BY(mu_) = 0;

@@ -295,6 +295,38 @@ TEST_F(LazySizing, PressureShrinksTheCacheToItsVirtualCapacity) {
   ASSERT_TRUE((*rt)->Unmap(p, 2 * w1 * kBlock).ok());
 }
 
+// An ordinary user in a cgroup v1 cannot arm its cgroup's pressure trigger, and watches
+// the machine's PSI instead, which also fires when other cgroups reclaim at their own
+// limits. While the machine has the room this process's cgroup still allows, such a
+// trigger is another cgroup's and leaves the cache alone; when it has not, the cache
+// shrinks as for its own pressure.
+TEST_F(LazySizing, AMachineWideTriggerActsOnlyWhenTheMachineLacksTheCgroupsRoom) {
+  const uint64_t w1 = 2048;
+  probe_->InCgroup("machine-wide-test");
+  probe_->MachineWide(true);
+  auto rt = Runtime::Create(Options(64));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  char* p = MapFile(**rt, "machine-wide", 2 * w1, true);
+  ASSERT_NE(p, nullptr);
+  std::mt19937_64 rng(5);
+  AccessUntil(p, w1, 20, rng, [&] { return Blocks((*rt)->Stats().cache_capacity_bytes) >= w1; });
+  const uint64_t grown = Blocks((*rt)->Stats().cache_capacity_bytes);
+  ASSERT_GE(grown, w1);
+  probe_->Pressure();  // the machine has all the room: another cgroup's pressure
+  const auto t0 = steady_clock::now();
+  while (steady_clock::now() - t0 < milliseconds(600)) {
+    for (int i = 0; i < 500; ++i) Read(p, rng() % w1);
+  }
+  EXPECT_EQ((*rt)->Stats().memory_pressure_events, 0u);
+  EXPECT_GE(Blocks((*rt)->Stats().cache_capacity_bytes), grown);
+  probe_->SetAvailable(16ull << 20);  // now the machine cannot give what the cgroup allows
+  probe_->Pressure();
+  AccessUntil(p, w1 / 8, 10, rng,
+              [&] { return (*rt)->Stats().memory_pressure_events >= 1; });
+  EXPECT_EQ((*rt)->Stats().memory_pressure_events, 1u);
+  ASSERT_TRUE((*rt)->Unmap(p, 2 * w1 * kBlock).ok());
+}
+
 TEST_F(LazySizing, SmallerBudgetShrinksTheCache) {
   auto rt = Runtime::Create(Options(64));
   ASSERT_TRUE(rt.ok()) << rt.status();
