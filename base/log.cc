@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string>
 
+#include "base/clock.h"
+
 namespace umap::log {
 namespace {
 
@@ -68,10 +70,7 @@ void Write(Level level, const char* file, int line, absl::string_view msg) {
 }
 
 bool EveryPeriod::Allow(uint64_t* left_out) {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  // +1: a last_us_ of 0 means "never said".
-  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000 + 1;
+  const uint64_t now = MonotonicMicros() + 1;  // +1: a last_us_ of 0 means "never said"
   uint64_t last = last_us_.load(std::memory_order_relaxed);
   if ((last != 0 && now - last < period_us_) ||
       !last_us_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {

@@ -35,28 +35,27 @@ check_json() {  # check_json FILE RUNS LIMIT: RUNS lines, all verified, 0 < cgro
   done < <(grep -o '"cgroup_peak":[0-9]*' "$1" | cut -d: -f2)
 }
 limit=$((64 << 20))
-"$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 8M --threads 2 \
-  --ops 300 --repeats 1 --pattern random,sequential --access read,write --sync-every 100 \
-  --backends umap,umap+4M,mmap,mmap+random,mmap+seq,pread,pread+direct,uring \
-  --json "$dir/one.jsonl" --stall-seconds 120 >"$dir/one.log" 2>&1
-rc=$?
-if [ $rc -ne 0 ]; then echo "FAIL: every backend: exit $rc"; cat "$dir/one.log"; fail=1; fi
-check_json "$dir/one.jsonl" 32 $limit
-"$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 4M --threads 2 \
-  --ops 300 --repeats 1 --pattern random --access read --processes 2 --backends umap,mmap \
-  --json "$dir/two.jsonl" --stall-seconds 120 >"$dir/two.log" 2>&1
-rc=$?
-if [ $rc -ne 0 ]; then echo "FAIL: two processes: exit $rc"; cat "$dir/two.log"; fail=1; fi
-check_json "$dir/two.jsonl" 4 $limit
+# run_case NAME RUNS ARGS...: umap-bench on the 64 MiB file in a 64 MiB cgroup with ARGS,
+# its JSON in $dir/NAME.jsonl and its output in $dir/NAME.log; it must exit 0 and give RUNS
+# verified runs within the limit.
+run_case() {
+  local name=$1 runs=$2 rc
+  shift 2
+  "$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --threads 2 --ops 300 \
+    --repeats 1 "$@" --json "$dir/$name.jsonl" --stall-seconds 120 >"$dir/$name.log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then echo "FAIL: $name: exit $rc"; cat "$dir/$name.log"; fail=1; fi
+  check_json "$dir/$name.jsonl" "$runs" $limit
+}
+# Every backend.
+run_case one 32 --cache 8M --pattern random,sequential --access read,write --sync-every 100 \
+  --backends umap,umap+4M,mmap,mmap+random,mmap+seq,pread,pread+direct,uring
+# Two processes, each on its own file.
+run_case two 4 --cache 4M --pattern random --access read --processes 2 --backends umap,mmap
 if ! grep -q '"processes":2' "$dir/two.jsonl"; then echo "FAIL: no two-process runs"; fail=1; fi
 # --procs 2: two processes on the same file in one cgroup, the ops split between them: one
 # JSON line per run with the group's ops (2 threads x 300 ops in all) and both processes.
-"$bench" --file "$dir/m.dat" --file-size 64M --memory-limit 64M --cache 4M --threads 2 \
-  --ops 300 --repeats 1 --pattern random --access read --procs 2 --backends umap,mmap \
-  --json "$dir/procs.jsonl" --stall-seconds 120 >"$dir/procs.log" 2>&1
-rc=$?
-if [ $rc -ne 0 ]; then echo "FAIL: --procs 2: exit $rc"; cat "$dir/procs.log"; fail=1; fi
-check_json "$dir/procs.jsonl" 2 $limit
+run_case procs 2 --cache 4M --pattern random --access read --procs 2 --backends umap,mmap
 if [ "$(grep -c '"procs":2,"per_process":\[{.*"process":0,.*},{.*"process":1,.*}\]' "$dir/procs.jsonl")" != 2 ] ||
    [ "$(grep -o '^{[^[]*"ops":[0-9]*' "$dir/procs.jsonl" | grep -o '"ops":[0-9]*$' | sort -u)" != '"ops":600' ] ||
    [ "$(grep -c 'process [01]/2 (pid [0-9]*): 300 ops in .*exit 0$' "$dir/procs.log")" != 4 ]; then

@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <tuple>
 
 #include "absl/cleanup/cleanup.h"
@@ -88,22 +89,17 @@ class JournalInfoLog final : public rocksdb::Logger {
   void Logv(const char* format, va_list ap) override {
     char buf[512];
     vsnprintf(buf, sizeof(buf), format, ap);
-    struct timespec ts;
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
-    uint64_t left_out = 0;
+    // Each format (the same warning, whatever its numbers) limited by itself: a full disk
+    // makes RocksDB cycle through several warnings at every reopen.
+    log::EveryPeriod* limit;
     {
       absl::MutexLock l(&mu_);
-      // Each format (the same warning, whatever its numbers) once within the period: a
-      // full disk makes RocksDB cycle through several warnings at every reopen.
-      Said& said = SaidByFormat()[format];
-      if (said.last_us != 0 && now - said.last_us < kRepeatMicros) {
-        ++said.left_out;
-        return;
-      }
-      left_out = said.left_out;
-      said = {now, 0};
+      std::unique_ptr<log::EveryPeriod>& slot = LimitOf()[format];
+      if (slot == nullptr) slot = std::make_unique<log::EveryPeriod>(kRepeatMicros);
+      limit = slot.get();  // never freed: the map only grows
     }
+    uint64_t left_out = 0;
+    if (!limit->Allow(&left_out)) return;
     if (left_out > 0) {
       UMAP_LOG(kWarn, "rocksdb: ", buf, " (and ", left_out, " more like it in the last ",
                kRepeatMicros / 1'000'000, " s)");
@@ -113,15 +109,11 @@ class JournalInfoLog final : public rocksdb::Logger {
   }
 
  private:
-  struct Said {
-    uint64_t last_us = 0;
-    uint64_t left_out = 0;
-  };
   // RocksDB's formats are string literals: a few dozen call sites at most.
-  static absl::flat_hash_map<const char*, Said>& SaidByFormat()
+  static absl::flat_hash_map<const char*, std::unique_ptr<log::EveryPeriod>>& LimitOf()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    static auto* said = new absl::flat_hash_map<const char*, Said>();
-    return *said;
+    static auto* limits = new absl::flat_hash_map<const char*, std::unique_ptr<log::EveryPeriod>>();
+    return *limits;
   }
   // A minute: what RocksDB repeats is seldom news, and the journal's own errors say what
   // happens (a full disk: one line every 10 s from the runtime).

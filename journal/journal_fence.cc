@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/clock.h"
 #include "base/crc32c.h"
 #include "base/dir_lock.h"
 #include "base/log.h"
@@ -26,12 +27,6 @@ namespace {
 
 constexpr char kMagic[] = "umap-journal-owner 1";
 constexpr size_t kRecordBytes = 4096;  // one O_DIRECT-aligned read holds the whole line
-
-uint64_t MonotonicMicros() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
-}
 
 uint64_t WallMicros() {
   struct timeval tv;

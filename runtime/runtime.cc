@@ -128,9 +128,6 @@ Runtime::Runtime(const RuntimeOptions& options, const Geometry& geo, std::unique
                   options_, geo_, static_cast<size_t>(::sysconf(_SC_PAGESIZE)), signal_mode),
       options_(options),
       geo_(geo),
-      page_size_(static_cast<size_t>(::sysconf(_SC_PAGESIZE))),
-      signal_mode_(signal_mode),
-      env_(options.env ? options.env : Env::Default()),
       uffd_(std::move(uffd)),
       pool_(geo.cache_blocks),
       refs_(&pool_),
@@ -145,7 +142,7 @@ absl::Status Runtime::Start() {
     return PosixError(
         ENOMEM, absl::StrCat("reserving the metadata of ", geo_.cache_blocks, " cache blocks"));
   }
-  if (signal_mode_) {
+  if (signal_mode()) {
     // No handler threads: the faulting threads resolve their faults, the I/O manager drives
     // its channels (read-ahead, descriptor-less files) with threads of its own.
     staging_arena_ = MapBuffer(size_t{kStagingBuffers} * geo_.block_size);
@@ -183,7 +180,7 @@ absl::Status Runtime::Start() {
 
 absl::Status Runtime::StartMachinery() {
   if (uffd_ == nullptr) {
-    ASSIGN_OR_RETURN(uffd_, Uffd::Open(signal_mode_));
+    ASSIGN_OR_RETURN(uffd_, Uffd::Open(signal_mode()));
   }
   uffd_access_.store(static_cast<int>(uffd_->access()), std::memory_order_relaxed);
   pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));  // -1: madvise only
@@ -200,7 +197,7 @@ absl::Status Runtime::StartMachinery() {
   io.max_queues = kMaxMappings;
   io.timeout_us = uint64_t{options_.io_timeout_ms} * 1000;
   io.retries = options_.io_retries;
-  auto manager = io::IoManager::Create(io, env_);
+  auto manager = io::IoManager::Create(io, env());
   if (!manager.ok()) {
     ReleaseKernelObjects();
     return manager.status();
@@ -222,7 +219,7 @@ absl::Status Runtime::StartMachinery() {
   // again, and the sizer's next tick is up to 10 ms away).
   UpdateReadCap();
   stop_.store(false, std::memory_order_release);
-  if (!signal_mode_) {
+  if (!signal_mode()) {
     if (io_->channel_count() > 0) io_->DriveChannelsExternally(true);
     stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd_ < 0) {
@@ -240,7 +237,7 @@ absl::Status Runtime::StartMachinery() {
   }
   if (sizer_ != nullptr) sizer_->Start();
   if (options_.stats_period_ms > 0) {
-    auto p = StatsPublisher::Start(&stats_view_, options_.stats_period_ms);
+    auto p = StatsPublisher::Start(&view_, options_.stats_period_ms);
     if (p.ok()) {
       stats_ = *std::move(p);
     } else {
@@ -263,7 +260,7 @@ void Runtime::StopThreads() {
   for (auto& t : handlers_) t.join();
   handlers_.clear();
   // Unmapping waits for reads in flight: the manager drives its rings again.
-  if (!signal_mode_ && io_ != nullptr && io_->channel_count() > 0) {
+  if (!signal_mode() && io_ != nullptr && io_->channel_count() > 0) {
     io_->DriveChannelsExternally(false);
   }
   shadows_.WakeAll();
@@ -322,8 +319,8 @@ Runtime::~Runtime() {
   DetachFaultSignal(this);
   // Threads parked on a quiesced range retry their access, which now finds it unmapped.
   if (!running) WakeParkedThreads();
-  if (signal_mode_) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
-  if (signal_mode_) UnmapBuffer(run_arena_, size_t{kRunBuffers} * kRunBytes);
+  if (signal_mode()) UnmapBuffer(staging_arena_, size_t{kStagingBuffers} * geo_.block_size);
+  if (signal_mode()) UnmapBuffer(run_arena_, size_t{kRunBuffers} * kRunBytes);
   absl::MutexLock l(&mu_);
   CloseJournalLocked(/*only_if_idle=*/false);
 }
@@ -358,7 +355,7 @@ void Runtime::CloseJournalLocked(bool only_if_idle) {
                         absl::StrCat("umap-journal-", ::geteuid(), "."))) {
     remove = parent;
   }
-  if (absl::Status s = env_->RemoveTree(remove); !s.ok()) {
+  if (absl::Status s = env()->RemoveTree(remove); !s.ok()) {
     UMAP_LOG(kWarn, "could not remove the automatic journal ", remove, ": ", s.message());
   }
 }
@@ -413,7 +410,7 @@ void Runtime::HandleFault(HandlerCtx& ctx, const uffd_msg& msg) {
   Mapping* m = FindMapping(addr);
   if (m == nullptr) {
     // The range was unregistered after the fault was queued; let the thread retry.
-    if (int err = uffd_->Wake(reinterpret_cast<void*>(addr & ~(page_size_ - 1)), page_size_)) {
+    if (int err = uffd_->Wake(reinterpret_cast<void*>(addr & ~(page_size() - 1)), page_size())) {
       UMAP_LOG(kError, "UFFDIO_WAKE of a fault outside every mapping failed: errno ", err);
     }
     return;
@@ -463,7 +460,7 @@ uint32_t Runtime::AcquireBlock() {
 }
 
 bool Runtime::HandleFaultSignal(uint64_t addr, bool write) {
-  if (!signal_mode_) return false;
+  if (!signal_mode()) return false;
   uint32_t generation = ParkGeneration();
   {
     SrcuReadLock section(mapping_srcu_);
@@ -627,7 +624,7 @@ umap_stats Runtime::Stats() const {
     s.io_engine = c.io_engine;
     if (io_ != nullptr) AddIoFigures(*io_, &s);
   }
-  s.fault_mode = signal_mode_ ? UMAP_FAULT_SIGNAL : UMAP_FAULT_HANDLER;
+  s.fault_mode = signal_mode() ? UMAP_FAULT_SIGNAL : UMAP_FAULT_HANDLER;
   s.uffd_access = uffd_access_.load(std::memory_order_relaxed);
   uint64_t prefetched = 0;
   const uint32_t high = slot_high_.load(std::memory_order_acquire);

@@ -257,35 +257,28 @@ class Runtime final : public MappingHost, public FaultSignalTarget {
   }
 
  private:
-  // The narrow views of this runtime that the rooms get (runtime_views.cc): the cache sizer
-  // (SizerHost) and the stats publisher (StatsSource). A Mapping gets MappingHost, which
-  // Runtime implements itself.
-  class SizerView final : public SizerHost {
+  // The narrow view of this runtime that the cache sizer (SizerHost) and the stats
+  // publisher (StatsSource) get (runtime_views.cc): one object, so what both need is
+  // forwarded once. A Mapping gets MappingHost, which Runtime implements itself.
+  class RoomView final : public SizerHost, public StatsSource {
    public:
-    explicit SizerView(Runtime* rt) : rt_(rt) {}
-    BlockPool& pool() override;
+    explicit RoomView(Runtime* rt) : rt_(rt) {}
+    // Both.
     uint32_t block_size() const override;
     void WhileMappingsPinned(absl::FunctionRef<void()> fn) override;
     void ForEachMapping(absl::FunctionRef<void(Mapping&)> fn) override;
+    // SizerHost.
+    BlockPool& pool() override;
     Mapping* MappingAt(uint32_t slot) const override;
     uint32_t ShrinkPool(uint32_t max_blocks) override;
     int EvictBatchSize(bool bulk) const override;
     void UpdateReadCap() override;
     int pidfd() const override;
     uint64_t UnrealizedBufferBytes() override;
-
-   private:
-    Runtime* const rt_;
-  };
-  class StatsView final : public StatsSource {
-   public:
-    explicit StatsView(Runtime* rt) : rt_(rt) {}
+    // StatsSource.
     const RuntimeOptions& options() const override;
-    uint32_t block_size() const override;
     UffdAccess uffd_access() override;
     uint64_t NowMicros() override;
-    void WhileMappingsPinned(absl::FunctionRef<void()> fn) override;
-    void ForEachMapping(absl::FunctionRef<void(Mapping&)> fn) override;
     umap_stats Stats() override;
     uint32_t pool_limit() override;
     CacheSizer* sizer() override;
@@ -295,8 +288,7 @@ class Runtime final : public MappingHost, public FaultSignalTarget {
    private:
     Runtime* const rt_;
   };
-  SizerView sizer_view_{this};
-  StatsView stats_view_{this};
+  RoomView view_{this};
 
   struct HandlerCtx;
   // What Resume must find again: the journal exactly as the quiesce left it, and the files.
@@ -390,9 +382,6 @@ class Runtime final : public MappingHost, public FaultSignalTarget {
   // Const after construction.
   const RuntimeOptions options_;
   const Geometry geo_;
-  const size_t page_size_;
-  const bool signal_mode_;
-  Env* const env_;
   std::unique_ptr<Uffd> uffd_;
   int stop_fd_ = -1;  // eventfd that wakes the handlers for shutdown
   int pidfd_ = -1;    // this process, for batched discards (process_madvise)

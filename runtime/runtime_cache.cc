@@ -167,7 +167,7 @@ absl::Status Runtime::StartSizing() {
     CacheSizer::Options o;
     o.start_blocks = geo_.start_blocks;
     o.min_step_blocks = static_cast<uint32_t>(std::max<size_t>(16, (1u << 20) / geo_.block_size));
-    ASSIGN_OR_RETURN(sizer_, CacheSizer::Create(&sizer_view_, std::move(probe), o));
+    ASSIGN_OR_RETURN(sizer_, CacheSizer::Create(&view_, std::move(probe), o));
     return absl::OkStatus();
   }
   // Lazy sizing off, cache_bytes unset: a fixed cache of what the budget allows now.

@@ -83,7 +83,7 @@ absl::Status Runtime::HandOff(void* addr, size_t length) {
   if (!s.ok()) {
     m->set_handing_off(false);
     WakeParkedThreads();
-    if (!signal_mode_) uffd_->Wake(m->base(), m->region_length());
+    if (!signal_mode()) uffd_->Wake(m->base(), m->region_length());
     return s;
   }
   {
@@ -98,7 +98,7 @@ absl::Status Runtime::HandOff(void* addr, size_t length) {
   // The waiting threads retry on the kernel's mapping (signal mode: parked; handler mode:
   // blocked in the kernel on a range that is not Umap's any more).
   WakeParkedThreads();
-  if (!signal_mode_) uffd_->Wake(m->base(), m->region_length());
+  if (!signal_mode()) uffd_->Wake(m->base(), m->region_length());
   // Everything is in the file; what the journal keeps of the mapping goes with it.
   if (absl::Status c = m->writable() ? m->CloseWriteBack() : absl::OkStatus(); !c.ok()) {
     UMAP_LOG(kWarn, "handing ", m->file()->name(),

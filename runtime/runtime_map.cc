@@ -56,7 +56,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
                                    geo_.block_size));
   }
   const bool fixed = (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) != 0;
-  if (fixed && (reinterpret_cast<uintptr_t>(addr) % page_size_) != 0) {
+  if (fixed && (reinterpret_cast<uintptr_t>(addr) % page_size()) != 0) {
     return PosixError(EINVAL, "umap: MAP_FIXED address is not page-aligned");
   }
   const bool prot_write = (prot & PROT_WRITE) != 0;
@@ -67,7 +67,7 @@ absl::StatusOr<void*> Runtime::Map(void* addr, size_t length, int prot, int flag
   // A read-only mapping never writes, whatever prot asked: its file is opened read-only.
   const bool writable = prot_write && mode != UMAP_COHERENCE_READ_ONLY;
   ASSIGN_OR_RETURN(std::unique_ptr<File> file,
-                   env_->AdoptFd(fd, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly));
+                   env()->AdoptFd(fd, writable ? OpenMode::kReadWrite : OpenMode::kReadOnly));
   ASSIGN_OR_RETURN(uint64_t file_size, file->Size());
   const size_t region = RoundUp(length, geo_.block_size);
   // Locks first: a second writer fails before it reads or replays anything.
@@ -227,7 +227,7 @@ absl::Status Runtime::RecoverPendingFor(JournalHandle* handle, File* file) {
   // This runtime's own live mappings are left alone.
   ASSIGN_OR_RETURN(FileIdentity id, file->Identify());
   recovery::RecoverOptions o;
-  o.env = env_;
+  o.env = env();
   o.only_file = id;
   // The runtime's own write path: the same merged, deadline-bounded writes as its applies,
   // with this runtime's io_depth, io_max_bytes and io_timeout_ms.
@@ -304,7 +304,7 @@ absl::StatusOr<std::unique_ptr<WriteBack>> Runtime::MakeWriteBack(File* file) {
       }
       journal::JournalOptions jo;
       jo.dir = dir;
-      jo.env = env_;
+      jo.env = env();
       jo.fs = options_.journal_fs;
       jo.staged_quota_bytes = options_.journal_staged_quota;
       jo.commit_batch_bytes = options_.umsync_chunk_bytes;
@@ -337,7 +337,7 @@ absl::StatusOr<Mapping*> Runtime::Lookup(void* addr, size_t length, bool exact) 
     Mapping* m = slots_[i].load();
     if (m == nullptr || !m->Contains(a)) continue;
     const uint64_t base = reinterpret_cast<uint64_t>(m->base());
-    if (exact && (a != base || RoundUp(length, page_size_) != RoundUp(m->length(), page_size_))) {
+    if (exact && (a != base || RoundUp(length, page_size()) != RoundUp(m->length(), page_size()))) {
       return PosixError(EINVAL, "uunmap: addr/length must name one whole mapping");
     }
     if (a - base + length > m->region_length()) {
@@ -353,7 +353,7 @@ bool Runtime::Owns(const void* addr, size_t) {
 }
 
 absl::Status Runtime::Sync(void* addr, size_t length) {
-  if (reinterpret_cast<uintptr_t>(addr) % page_size_ != 0) {
+  if (reinterpret_cast<uintptr_t>(addr) % page_size() != 0) {
     return PosixError(EINVAL, "umsync: addr is not page-aligned");
   }
   Operation op(this);

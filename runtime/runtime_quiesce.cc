@@ -167,7 +167,7 @@ void Runtime::AbortQuiesce(const std::vector<Mapping*>& maps, bool detached) {
     if (detached) m->AttachIo(io_.get(), options_.io_direct);
   }
   state_.store(static_cast<uint32_t>(RuntimeState::kRunning), std::memory_order_release);
-  if (!signal_mode_) {
+  if (!signal_mode()) {
     // Handler mode: faults read while quiescing were left unanswered, their threads still
     // blocked in the kernel; woken, they fault again and are served.
     for (Mapping* m : maps) {
@@ -404,7 +404,7 @@ absl::Status Runtime::Resume() {
   {
     absl::MutexLock l(&mu_);
     if (journal_ != nullptr && journal_->suspended()) {
-      reopen = journal_->Resume(env_);
+      reopen = journal_->Resume(env());
       reopened = reopen.ok();
     }
   }

@@ -391,7 +391,6 @@ bool CacheSizer::ForeignPressure() {
   const MemorySample& s = last_sample_;
   const uint64_t headroom = s.limit > s.used ? s.limit - s.used : 0;
   if (s.available < headroom) return false;  // the machine cannot give what the cgroup allows
-  ++foreign_pressure_events_;
   if (!foreign_pressure_logged_) {
     foreign_pressure_logged_ = true;
     UMAP_LOG(kInfo, "memory pressure elsewhere on the machine (", probe_->Describe(),

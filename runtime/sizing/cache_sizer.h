@@ -147,7 +147,7 @@ class CacheSizer {
   // A machine-wide trigger (MemoryProbe::pressure_is_machine_wide) while this process has a
   // memory cgroup limit of its own, and the machine has at least the room that limit still
   // allows: another cgroup's reclaim, not this process's pressure (its own limit is watched
-  // by usage, MemoryBudget::near_limit). Counted, said once at info level.
+  // by usage, MemoryBudget::near_limit). Said once, at info level.
   bool ForeignPressure();
   // A growth step: max(min_step_blocks, limit / 8); step() stretches it toward the last
   // epoch's working sets.
@@ -160,7 +160,6 @@ class CacheSizer {
   const uint32_t floor_blocks_;
   SizingPolicy policy_;
   MemorySample last_sample_;  // of the last ProbeMemory (sizer's thread)
-  uint64_t foreign_pressure_events_ = 0;
   bool foreign_pressure_logged_ = false;
   MemoryBudget budget_;
   BufferArena parks_;

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/clock.h"
+
 namespace umap::runtime {
 namespace {
 
@@ -33,11 +35,7 @@ ReuseTracker::ReuseTracker(uint64_t blocks, uint64_t salt, uint32_t max_tracked)
       scratch_(max_tracked_),
       fade_(std::log(2.0) / kHalfLife) {}
 
-uint64_t ReuseTracker::Now() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
-}
+uint64_t ReuseTracker::Now() { return MonotonicMicros(); }
 
 size_t ReuseTracker::memory_bytes() const {
   return (size_t{table_size_} + max_tracked_) * sizeof(Slot) + size_t{kRingEvents} * 24 +

@@ -1,6 +1,6 @@
 // SizerHost: what the cache sizer needs from the runtime that owns it: the pool whose limit
 // it moves, the mappings whose blocks it samples, parks and evicts, and the few pool-wide
-// actions it triggers. Runtime gives it a view of itself (Runtime::SizerView).
+// actions it triggers. Runtime gives it a view of itself (Runtime::RoomView).
 #ifndef UMAP_RUNTIME_SIZING_SIZER_HOST_H_
 #define UMAP_RUNTIME_SIZING_SIZER_HOST_H_
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "base/posix_error.h"
 
 namespace umap::runtime {
@@ -72,11 +73,7 @@ uint64_t StatsSegment::ProcessStartTicks(pid_t pid) {
   return absl::SimpleAtoi(field, &v) ? v : 0;
 }
 
-uint64_t StatsSegment::MonotonicMicros() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
-}
+uint64_t StatsSegment::MonotonicMicros() { return umap::MonotonicMicros(); }
 
 uint64_t StatsSegment::UnixMicros() {
   timespec ts;

@@ -1,6 +1,6 @@
 // StatsSource: what the stats publisher reads from the runtime it publishes: figures that
 // can be had without blocking on anything a stuck file system or a umsync could hold.
-// Runtime gives it a view of itself (Runtime::StatsView).
+// Runtime gives it a view of itself (Runtime::RoomView).
 #ifndef UMAP_RUNTIME_STATS_STATS_SOURCE_H_
 #define UMAP_RUNTIME_STATS_STATS_SOURCE_H_
 

@@ -7,21 +7,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/posix_error.h"
 #include "base/status_macros.h"
 
 namespace umap::runtime {
-
-namespace {
-
-uint64_t MonotonicMicros() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<JournalHandle>> JournalHandle::Open(
     journal::JournalOptions options) {
